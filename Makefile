@@ -1,0 +1,61 @@
+# Attention, computed: one command builds the book, one runs every test.
+#   make book       build the website into _build/html (sets up .venv and the vendored browser assets)
+#   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser
+#   make notebooks  re-execute every chapters/*.md and exercises/*.md into its paired .ipynb
+#   make serve      serve the built site on http://127.0.0.1:8000
+#   make clean      remove the build and the execution cache
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+VENDOR := web/vendor/.vendored
+CHROMIUM ?= /usr/bin/chromium
+NBVAL_NOTEBOOKS = $(wildcard chapters/*.ipynb exercises/*.ipynb)
+NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
+
+.PHONY: book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+
+book: $(STAMP) $(VENDOR)
+	$(PY) scripts/build_book.py
+
+venv: $(STAMP)
+$(STAMP): requirements.txt requirements-test.txt code/pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "no Python found: set PYTHON=/path/to/python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+assets: $(VENDOR)
+$(VENDOR): web/package.json web/package-lock.json web/src/widgets-setup.js scripts/vendor_assets.py | $(STAMP)
+	npm ci --prefix web --no-audit --no-fund --ignore-scripts
+	$(PY) scripts/vendor_assets.py
+	touch $@
+
+notebooks: $(STAMP)
+	$(PY) scripts/execute_notebooks.py
+
+# one pytest run, so one summary line counts everything
+test: book browser
+	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS)
+
+test-package: $(STAMP)
+	$(PY) -m pytest code/tests code/src tests/test_pairing.py --doctest-modules
+
+test-notebooks: $(STAMP)
+	$(PY) -m pytest --nbval $(NBVAL_NOTEBOOKS) $(NBVAL_ARGS)
+
+test-site: book browser
+	$(PY) -m pytest tests/site
+
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Debian's chromium is needed for the browser test: sudo apt-get install chromium"; exit 1; fi; }
+
+serve: book
+	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+
+clean:
+	rm -rf _build web/vendor

@@ -1,0 +1,121 @@
+"""Scaled dot-product attention: ``softmax(Q K^T / sqrt(d_k)) V``, with batch and head dimensions.
+
+>>> import numpy as np
+>>> q = np.eye(2); k = 2 * np.eye(2); v = np.eye(2)
+>>> out, weights = scaled_dot_product_attention(q, k, v)
+>>> print(np.round(weights, 4))
+[[0.8044 0.1956]
+ [0.1956 0.8044]]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .softmax import softmax
+from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim
+
+__all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention"]
+
+
+class AttentionResult(NamedTuple):
+    """What attention returns: unpack it as ``output, weights = ...``."""
+
+    output: np.ndarray  # (..., n_q, d_v)
+    weights: np.ndarray  # (..., n_q, n_k)
+
+
+def _checked_qk(q, k) -> tuple[np.ndarray, np.ndarray]:
+    q = as_float_array(q, "q")  # (..., n_q, d_k)
+    k = as_float_array(k, "k")  # (..., n_k, d_k)
+    check_min_ndim(q, "q", 2, "(..., n_q, d_k)")
+    check_min_ndim(k, "k", 2, "(..., n_k, d_k)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q has shape {q.shape} but k has shape {k.shape}; "
+            "the last dimensions (d_k) must match"
+        )
+    if q.shape[-1] == 0:
+        raise ValueError(f"q and k have d_k = 0 (shapes {q.shape}, {k.shape}); d_k must be at least 1")
+    return q, k
+
+
+def _checked_scale(scale, d_k: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(d_k)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale must be a real number, got {scale!r}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    return float(scale)
+
+
+def attention_scores(q, k, scale=None) -> np.ndarray:
+    """The scaled logits ``Q K^T * scale`` (default ``scale = 1/sqrt(d_k)``), shape ``(..., n_q, n_k)``.
+
+    >>> print(attention_scores([[1.0, 0.0]], [[2.0, 0.0], [2.0, 2.0]], scale=1.0))
+    [[2. 2.]]
+    """
+    q, k = _checked_qk(q, k)
+    broadcast_batch_shapes({"q": q.shape[:-2], "k": k.shape[:-2]})
+    factor = _checked_scale(scale, q.shape[-1])
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, n_k)
+    return scores * np.asarray(factor, dtype=scores.dtype)  # (..., n_q, n_k)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionResult:
+    """Attention of queries ``q`` over keys ``k`` and values ``v``; returns ``(output, weights)``.
+
+    Parameters
+    ----------
+    q : ``(..., n_q, d_k)`` queries, one per row.
+    k : ``(..., n_k, d_k)`` keys, one per row.
+    v : ``(..., n_k, d_v)`` values, one per key.
+    mask : optional boolean array broadcasting to ``(..., n_q, n_k)``; True = query i may attend
+        to key j. A query whose row is entirely False gets all-zero weights and a zero output.
+    scale : factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+
+    The leading ``...`` dimensions (batch, heads) of q, k, v and mask broadcast against each other.
+
+    >>> out, w = scaled_dot_product_attention(np.ones((2, 3, 4)), np.ones((2, 5, 4)), np.ones((2, 5, 6)))
+    >>> out.shape, w.shape
+    ((2, 3, 6), (2, 3, 5))
+    >>> out, w = scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 6)),
+    ...                                       mask=np.ones((2, 3, 5), dtype=bool))
+    >>> w.shape
+    (2, 3, 5)
+    >>> scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 3)), np.ones((5, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: q has shape (3, 4) but k has shape (5, 3); the last dimensions (d_k) must match
+    """
+    q, k = _checked_qk(q, k)
+    v = as_float_array(v, "v")  # (..., n_k, d_v)
+    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
+            "of positions n_k (second-to-last dimension)"
+        )
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
+        if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
+            raise ValueError(
+                f"mask has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}) "
+                f"(q has shape {q.shape}, k has shape {k.shape}); the mask must broadcast to them"
+            )
+        shapes["mask"] = mask.shape[:-2]
+    broadcast_batch_shapes(shapes)
+    scores = attention_scores(q, k, scale)  # (..., n_q, n_k)
+    if mask is not None:  # the mask may carry batch dimensions that q and k do not have
+        batch = np.broadcast_shapes(scores.shape[:-2], mask.shape[:-2])
+        scores = np.broadcast_to(scores, batch + scores.shape[-2:])  # (..., n_q, n_k)
+    weights = softmax(scores, axis=-1, mask=mask)  # (..., n_q, n_k)
+    output = weights @ v.astype(weights.dtype, copy=False)  # (..., n_q, d_v)
+    return AttentionResult(output.astype(np.result_type(q, k, v), copy=False), weights)

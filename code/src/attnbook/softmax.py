@@ -1,0 +1,115 @@
+"""Numerically stable softmax with an optional boolean mask, and its Jacobian.
+
+Stability comes from subtracting the largest allowed logit of each slice before ``exp``: the
+result is mathematically unchanged (softmax is invariant to adding a constant to every logit of a
+slice) and ``exp`` then only ever sees numbers <= 0, so it cannot overflow, in float32 or float64.
+
+Masked positions (``mask`` False, or a logit of ``-inf``) get weight exactly 0. A slice in which
+every position is masked has no distribution to normalise; by this package's convention its
+weights are all 0 (not NaN), so an attention output built from it is the zero vector.
+
+>>> import numpy as np
+>>> print(np.round(softmax([1.0, 2.0, 3.0]), 4))
+[0.09   0.2447 0.6652]
+>>> softmax([[1e4, 0.0]], mask=[[False, True]]).tolist()
+[[0.0, 1.0]]
+>>> softmax([[3.0, 1.0]], mask=[[False, False]]).tolist()
+[[0.0, 0.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .validation import as_bool_mask, as_float_array, check_axis
+
+__all__ = ["softmax", "softmax_jacobian"]
+
+
+def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
+    """Softmax of ``x`` along ``axis``; positions where ``mask`` is False get weight 0.
+
+    Parameters
+    ----------
+    x : array_like of real numbers, any shape with at least one dimension. ``-inf`` is allowed and
+        means "masked"; NaN and ``+inf`` raise ``ValueError``.
+    axis : the axis that is normalised to sum to 1.
+    mask : optional boolean array that broadcasts to ``x.shape``; True = the position takes part.
+
+    Returns
+    -------
+    An array of the shape and float dtype of ``x``: non-negative, each slice along ``axis`` summing
+    to 1, or to 0 when the whole slice is masked (or empty).
+
+    >>> print(softmax([[0.0, 0.0], [0.0, np.log(3.0)]]))
+    [[0.5  0.5 ]
+     [0.25 0.75]]
+    >>> softmax([[1.0, 2.0]], mask=[[True, False, True]])
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (1, 3) but x has shape (1, 2); the mask must broadcast to x
+    """
+    logits = as_float_array(x, "x", allow_neg_inf=True)  # (..., n, ...)
+    if logits.ndim == 0:
+        raise ValueError("x is a scalar; softmax needs at least one dimension to normalise over")
+    axis = check_axis(axis, logits.ndim)
+    allowed = ~np.isneginf(logits)  # (same shape as logits)
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        try:
+            mask = np.broadcast_to(mask, logits.shape)  # (same shape as logits)
+        except ValueError:
+            raise ValueError(
+                f"mask has shape {mask.shape} but x has shape {logits.shape}; "
+                "the mask must broadcast to x"
+            ) from None
+        allowed = allowed & mask
+    row_max = np.max(np.where(allowed, logits, -np.inf), axis=axis, keepdims=True,
+                     initial=-np.inf)  # (..., 1, ...); initial: an empty axis is "fully masked"
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # fully masked slices: any finite shift
+    shifted = np.where(allowed, logits - row_max, 0)  # (..., n, ...), every entry <= 0
+    exps = np.where(allowed, np.exp(shifted), 0)  # (..., n, ...)
+    totals = exps.sum(axis=axis, keepdims=True)  # (..., 1, ...), 0 only for fully masked slices
+    weights = np.divide(exps, totals, out=np.zeros_like(exps), where=totals > 0)  # (..., n, ...)
+    return weights.astype(logits.dtype, copy=False)
+
+
+def softmax_jacobian(weights) -> np.ndarray:
+    """Jacobian of softmax at the point whose output is ``weights``: ``diag(a) - a a^T``.
+
+    ``weights`` has shape ``(..., n)`` (the softmax output along its last axis); the result has
+    shape ``(..., n, n)`` with entry ``[i, j] = d a_i / d s_j``. Its size shrinks as softmax
+    saturates (one weight near 1), which is why unscaled logits slow learning.
+
+    >>> print(softmax_jacobian([0.5, 0.5]))
+    [[ 0.25 -0.25]
+     [-0.25  0.25]]
+    >>> softmax_jacobian([0.5, 0.6])
+    Traceback (most recent call last):
+    ...
+    ValueError: weights must be non-negative and sum to 1 along the last axis (a softmax output); a slice sums to 1.1
+    >>> softmax_jacobian([1.5, -0.5])
+    Traceback (most recent call last):
+    ...
+    ValueError: weights must be non-negative and sum to 1 along the last axis (a softmax output); weights has the negative entry -0.5 at index (1,)
+    """
+    a = as_float_array(weights, "weights")  # (..., n)
+    if a.ndim == 0:
+        raise ValueError("weights is a scalar; expected a softmax output of shape (..., n)")
+    sums = a.sum(axis=-1)  # (...)
+    tolerance = 1e-3 if a.dtype == np.float16 else 1e-5
+    if np.any(a < 0):
+        neg_at = tuple(int(i) for i in np.argwhere(a < 0)[0])
+        raise ValueError(
+            "weights must be non-negative and sum to 1 along the last axis (a softmax output); "
+            f"weights has the negative entry {float(a[neg_at]):.6g} at index {neg_at}"
+        )
+    if np.any(np.abs(sums - 1) > tolerance):
+        bad = float(np.ravel(sums)[np.argmax(np.abs(np.ravel(sums) - 1))])
+        raise ValueError(
+            "weights must be non-negative and sum to 1 along the last axis (a softmax output); "
+            f"a slice sums to {bad:.6g}"
+        )
+    diagonal = a[..., :, None] * np.eye(a.shape[-1], dtype=a.dtype)  # (..., n, n)
+    outer = a[..., :, None] * a[..., None, :]  # (..., n, n)
+    return diagonal - outer

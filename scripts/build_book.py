@@ -1,0 +1,52 @@
+"""Build the book into _build/html with warnings as errors, and say where it is and how long it took.
+
+jupyter-cache keys its executed outputs on the notebooks' code cells only, so a change in the
+attnbook package would leave stale outputs in the site. This script hashes the package sources
+and clears the execution cache whenever that hash changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+CACHE = BUILD / ".jupyter_cache"
+STAMP = BUILD / ".package-hash"
+
+
+def package_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "code" / "src").rglob("*.py")) + [ROOT / "requirements.txt"]:
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def main() -> int:
+    current = package_hash()
+    if CACHE.exists() and (not STAMP.exists() or STAMP.read_text() != current):
+        print("the attnbook package changed since the last build: clearing the execution cache")
+        shutil.rmtree(CACHE)
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        print(f"\nthe book build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)
+        return result.returncode
+    BUILD.mkdir(exist_ok=True)
+    STAMP.write_text(current)
+    print(f"\nThe book is built: {BUILD / 'html' / 'index.html'}")
+    print(f"Build time: {seconds:.1f} s. Serve it offline with `make serve` (http://127.0.0.1:8000).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

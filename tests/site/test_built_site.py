@@ -1,0 +1,70 @@
+"""Static checks of the built site in _build/html (no browser): offline assets, launch and download buttons."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import HTML, toc_pages
+
+CHAPTER = "chapters/scaled_dot_product_attention"
+ASSET_TAG = re.compile(r"<(script|link|img|source|iframe)\b[^>]*>", re.IGNORECASE)
+ASSET_URL = re.compile(r"""\b(?:src|href)=["']((?:https?:)?//[^"']+)["']""", re.IGNORECASE)
+
+
+def read(page: str) -> str:
+    return (HTML / page).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_is_built(page):
+    assert (HTML / page).is_file(), f"{page} is in _toc.yml but was not built"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_loads_no_asset_from_the_internet(page):
+    external = []
+    for tag in ASSET_TAG.finditer(read(page)):
+        text = tag.group(0)
+        if text.lower().startswith("<link") and not re.search(r"rel=[\"'](stylesheet|preload|icon)", text):
+            continue  # <link rel="search"> and similar are not fetched
+        external += ASSET_URL.findall(text)
+    assert external == [], f"{page} would fetch {external} from the internet"
+
+
+def test_mathjax_and_widget_manager_are_vendored():
+    html = read(f"{CHAPTER}.html")
+    assert re.search(r'<script[^>]+src="\.\./_static/mathjax/tex-chtml\.js', html)
+    assert re.search(r'<script[^>]+src="\.\./_static/require\.min\.js', html)
+    assert re.search(r'<script[^>]+src="\.\./_static/html-manager/embed-amd\.js', html)
+    for asset in ("mathjax/tex-chtml.js", "require.min.js", "html-manager/embed-amd.js",
+                  "html-manager/widgets-setup.js"):
+        assert (HTML / "_static" / asset).is_file(), f"_static/{asset} was not copied into the site"
+    fonts = list((HTML / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    assert len(fonts) > 10, "MathJax's fonts are missing"
+
+
+def test_chapter_saves_widget_state_for_readers_without_a_kernel():
+    html = read(f"{CHAPTER}.html")
+    assert html.count('type="application/vnd.jupyter.widget-state+json"') == 1
+    assert 'type="application/vnd.jupyter.widget-view+json"' in html
+
+
+def test_launch_buttons_open_the_executed_notebook():
+    html = read(f"{CHAPTER}.html")
+    binder = re.findall(r'href="(https://mybinder\.org/[^"]+)"', html)
+    colab = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', html)
+    assert binder and binder[0].endswith(f"{CHAPTER}.ipynb"), binder
+    assert colab and colab[0].endswith(f"{CHAPTER}.ipynb"), colab
+
+
+def test_download_buttons_offer_the_notebook_and_its_source():
+    html = read(f"{CHAPTER}.html")
+    assert f'href="../_sources/{CHAPTER}.ipynb"' in html
+    assert f'href="../_sources/{CHAPTER}.md"' in html
+    assert (HTML / "_sources" / f"{CHAPTER}.ipynb").is_file()
+
+
+def test_repository_button_links_the_source_repository():
+    assert re.search(r'href="https://github\.com/[^"/]+/[^"/]+"', read(f"{CHAPTER}.html"))

@@ -1,0 +1,92 @@
+"""Every MyST notebook source has an executed .ipynb beside it that matches it cell for cell.
+
+The .md is the source the book builds from; the .ipynb is what Binder, Colab and nbval use. These
+tests fail when someone edits one without regenerating the other (`make notebooks`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import attnbook
+import jupytext
+import nbformat
+import pytest
+
+from execute_notebooks import ROOT, notebook_sources
+
+SOURCES = notebook_sources()
+IDS = [p.relative_to(ROOT).as_posix() for p in SOURCES]
+
+
+def cells(notebook):
+    return [
+        (cell.cell_type, cell.source.strip(), sorted(cell.metadata.get("tags", [])))
+        for cell in notebook.cells
+    ]
+
+
+def test_the_model_chapter_is_a_paired_notebook_source():
+    assert ROOT / "chapters" / "scaled_dot_product_attention.md" in SOURCES
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_source_has_executed_pair_with_identical_cells(source: Path):
+    pair = source.with_suffix(".ipynb")
+    assert pair.exists(), f"{pair.name} is missing: run `make notebooks`"
+    md_cells, nb_cells = cells(jupytext.read(source)), cells(jupytext.read(pair))
+    assert len(md_cells) == len(nb_cells), f"{source.name} and {pair.name} have different cell counts"
+    for index, (a, b) in enumerate(zip(md_cells, nb_cells)):
+        assert a == b, f"cell {index} of {source.name} differs from {pair.name}: run `make notebooks`"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_pair_is_executed_without_run_to_run_noise(source: Path):
+    notebook = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code, "a chapter notebook without code cells"
+    counts = [c.execution_count for c in code]
+    assert None not in counts, "some code cells were never executed: run `make notebooks`"
+    assert counts == sorted(counts), "cells were executed out of order"
+    assert "widgets" not in notebook.metadata, "widget state makes git noise: regenerate with `make notebooks`"
+    for cell in code:
+        assert "execution" not in cell.metadata, "timing metadata makes git noise"
+        for output in cell.outputs:
+            assert output.output_type != "error", f"an executed cell raised: {output.get('ename')}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_notebook_imports_the_package_and_redefines_none_of_it(source: Path):
+    notebook = jupytext.read(source)
+    code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+    assert "attnbook" in code, f"{source.name} does not import the attnbook package"
+    tree = ast.parse("\n".join(l for l in code.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    clash = defined & set(attnbook.__all__)
+    assert not clash, f"{source.name} redefines package functions {sorted(clash)}: import them instead"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_every_figure_has_alt_text(source: Path):
+    notebook = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        has_image = any("image/png" in o.get("data", {}) for o in cell.outputs)
+        if has_image:
+            alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+            assert len(alt.strip()) > 20, f"cell {index} of {source.name} draws a figure without alt text"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_every_ignored_output_is_justified(source: Path):
+    notebook = jupytext.read(source)
+    for index, cell in enumerate(notebook.cells):
+        if "nbval-ignore-output" in cell.metadata.get("tags", []):
+            first = cell.source.lstrip().splitlines()[0]
+            assert re.match(r"#\s*nbval-ignore-output:\s*\S", first), (
+                f"cell {index} of {source.name} skips nbval's output check without a "
+                "'# nbval-ignore-output: <reason>' comment"
+            )
