@@ -44,7 +44,7 @@ def execute(source: Path) -> float:
         kernel_name="python3",
         resources={"metadata": {"path": str(source.parent)}},
         record_timing=False,
-        store_widget_state=False,
+        store_widget_state=True,  # needed by Output widgets; the state is stripped below
     )
     client.execute()
     seconds = time.perf_counter() - start

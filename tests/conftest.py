@@ -10,4 +10,5 @@ import matplotlib
 matplotlib.use("Agg")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts"))  # execute_notebooks, for the pairing tests
+sys.path.insert(0, str(ROOT / "tests" / "site"))  # site_support, for the site tests

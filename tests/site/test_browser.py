@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import toc_pages
+from site_support import toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 

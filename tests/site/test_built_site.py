@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import HTML, toc_pages
+from site_support import HTML, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention"
 ASSET_TAG = re.compile(r"<(script|link|img|source|iframe)\b[^>]*>", re.IGNORECASE)

@@ -14,7 +14,8 @@ One implementation, imported by every chapter and reused by every exercise check
 from .attention import AttentionResult, attention_scores, scaled_dot_product_attention
 from .masks import causal_mask
 from .normalizers import relu_weights
-from .plotting import COLOUR_MAP, plot_convex_combination, plot_heatmap
+from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
+from .projections import self_attention
 from .softmax import softmax, softmax_jacobian
 from .statistics import DotProductVariance, dot_product_variance
 
@@ -27,10 +28,12 @@ __all__ = [
     "attention_scores",
     "causal_mask",
     "dot_product_variance",
+    "figure_to_img_html",
     "plot_convex_combination",
     "plot_heatmap",
     "relu_weights",
     "scaled_dot_product_attention",
+    "self_attention",
     "softmax",
     "softmax_jacobian",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 
 from .validation import as_float_array
 
-__all__ = ["COLOUR_MAP", "plot_heatmap", "plot_convex_combination"]
+__all__ = ["COLOUR_MAP", "figure_to_img_html", "plot_heatmap", "plot_convex_combination"]
 
 COLOUR_MAP = "cividis"
 _ANNOTATE_UP_TO = 8
@@ -158,6 +158,42 @@ def plot_convex_combination(values, weights, ax=None, *, value_labels: Sequence 
 def _turn(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     """z-component of (a - o) x (b - o): positive for a counter-clockwise turn."""
     return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
+
+
+def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
+    """Render a matplotlib figure as an ``<img>`` tag (PNG data URL) carrying ``alt`` text, and close it.
+
+    Widgets that redraw a figure use this inside an ``ipywidgets.HTML``: unlike an Output widget,
+    the saved page then shows the picture, and screen readers get a description of every state.
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> figure_to_img_html(plt.figure(figsize=(1, 1)), alt="An empty figure").startswith('<img src="data:image/png;base64,')
+    True
+    >>> figure_to_img_html(plt.figure(), alt=" ")
+    Traceback (most recent call last):
+    ...
+    ValueError: alt must describe the figure (got an empty text)
+    """
+    import base64
+    import html
+    import io
+
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        plt.close("all")
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(alt, str) or not alt.strip():
+        plt.close(fig)
+        raise ValueError("alt must describe the figure (got an empty text)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width: 100%">'
 
 
 def _convex_hull(points: np.ndarray) -> np.ndarray:

@@ -1,0 +1,59 @@
+"""Self-attention of a sequence: project it to queries, keys and values, then attend.
+
+``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``, then ``softmax(Q K^T / sqrt(d_k)) V``. The
+projection matrices are the only learned parameters of a single attention head.
+
+>>> import numpy as np
+>>> x = np.arange(6.0).reshape(3, 2)                           # (n, d_model)
+>>> out, w = self_attention(x, np.eye(2), np.eye(2), np.eye(2))
+>>> out.shape, w.shape
+((3, 2), (3, 3))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attention import AttentionResult, scaled_dot_product_attention
+from .validation import as_float_array, check_min_ndim
+
+__all__ = ["self_attention"]
+
+
+def _checked_projection(w, name: str, d_model: int, x_shape: tuple[int, ...]) -> np.ndarray:
+    w = as_float_array(w, name)  # (d_model, d_out)
+    if w.ndim != 2:
+        raise ValueError(f"{name} has shape {w.shape}; expected a matrix (d_model, d_out)")
+    if w.shape[0] != d_model:
+        raise ValueError(
+            f"x has shape {x_shape} but {name} has shape {w.shape}; "
+            f"{name} needs d_model = {d_model} rows to multiply x"
+        )
+    return w
+
+
+def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
+    """Self-attention of ``x`` (``(..., n, d_model)``) with projections ``w_q``, ``w_k`` (``(d_model, d_k)``)
+    and ``w_v`` (``(d_model, d_v)``); returns ``(output (..., n, d_v), weights (..., n, n))``.
+
+    ``mask`` and ``scale`` are passed to :func:`scaled_dot_product_attention`.
+
+    >>> self_attention(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
+    """
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    d_model = x.shape[-1]
+    w_q = _checked_projection(w_q, "w_q", d_model, x.shape)  # (d_model, d_k)
+    w_k = _checked_projection(w_k, "w_k", d_model, x.shape)  # (d_model, d_k)
+    w_v = _checked_projection(w_v, "w_v", d_model, x.shape)  # (d_model, d_v)
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(
+            f"w_q has shape {w_q.shape} but w_k has shape {w_k.shape}; queries and keys need the same d_k"
+        )
+    q = x @ w_q  # (..., n, d_k)
+    k = x @ w_k  # (..., n, d_k)
+    v = x @ w_v  # (..., n, d_v)
+    return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
