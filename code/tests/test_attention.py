@@ -460,3 +460,23 @@ def test_scale_that_is_not_a_real_number_is_refused(scale):
 def test_numpy_and_python_numbers_are_accepted_as_scale(scale):
     scores = attention_scores(np.ones((1, 4)), np.ones((1, 4)), scale=scale)
     np.testing.assert_allclose(scores, [[4.0 * float(scale)]], rtol=1e-7)
+
+
+# --- dtypes of the computation -------------------------------------------------------------------
+
+
+def test_float16_inputs_are_computed_in_float32_so_large_dot_products_do_not_overflow():
+    q = np.full((2, 64), 40.0, dtype=np.float16)  # q.k = 64 * 1600 = 102400 > float16 max 65504
+    out, weights = scaled_dot_product_attention(q, q, np.eye(2, dtype=np.float16))
+    assert out.dtype == np.float32 and weights.dtype == np.float32
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(weights, 0.5)
+
+
+def test_mixed_float32_and_float64_inputs_are_computed_in_float64():
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2, 3, 4)).astype(np.float32)  # (n, d) each
+    v = rng.standard_normal((3, 5))  # (n, d_v), float64
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert out.dtype == np.float64 and weights.dtype == np.float64
+    np.testing.assert_allclose(out, weights @ v, rtol=1e-12)

@@ -211,3 +211,28 @@ def test_convex_combination_refuses_the_wrong_number_of_value_labels():
 def test_convex_combination_refuses_nan_weights():
     with pytest.raises(ValueError, match=r"^weights contains NaN at index \(1,\)"):
         plot_convex_combination(np.ones((2, 2)), [0.5, np.nan])
+
+
+# --- figure_to_img_html ---------------------------------------------------------------------------
+
+
+def test_figure_becomes_a_png_img_tag_with_escaped_alt_text_and_is_closed():
+    import base64
+
+    from attnbook import figure_to_img_html
+
+    fig = plt.figure(figsize=(1, 1))
+    tag = figure_to_img_html(fig, alt='Weights "A" < 1')
+    assert 'alt="Weights &quot;A&quot; &lt; 1"' in tag
+    data = re.search(r'src="data:image/png;base64,([^"]+)"', tag).group(1)
+    assert base64.b64decode(data).startswith(b"\x89PNG")
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_figure_to_img_html_refuses_an_empty_alt_text_and_a_non_figure():
+    from attnbook import figure_to_img_html
+
+    with pytest.raises(ValueError, match="alt must describe the figure"):
+        figure_to_img_html(plt.figure(), alt="   ")
+    with pytest.raises(TypeError, match="fig must be a matplotlib Figure, got Axes"):
+        figure_to_img_html(plt.figure().add_subplot(), alt="axes")

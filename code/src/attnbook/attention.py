@@ -28,9 +28,16 @@ class AttentionResult(NamedTuple):
     weights: np.ndarray  # (..., n_q, n_k)
 
 
+def _compute_dtype(*arrays: np.ndarray) -> np.dtype:
+    """The common float type of the inputs, at least float32 (float16 scores overflow at 65504)."""
+    return np.result_type(*arrays, np.float32)
+
+
 def _checked_qk(q, k) -> tuple[np.ndarray, np.ndarray]:
     q = as_float_array(q, "q")  # (..., n_q, d_k)
     k = as_float_array(k, "k")  # (..., n_k, d_k)
+    dtype = _compute_dtype(q, k)
+    q, k = q.astype(dtype, copy=False), k.astype(dtype, copy=False)
     check_min_ndim(q, "q", 2, "(..., n_q, d_k)")
     check_min_ndim(k, "k", 2, "(..., n_k, d_k)")
     if q.shape[-1] != k.shape[-1]:
@@ -79,6 +86,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     scale : factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
 
     The leading ``...`` dimensions (batch, heads) of q, k, v and mask broadcast against each other.
+    Everything is computed in the widest float type of q, k and v, and at least in float32 (float16
+    inputs are promoted: their dot products overflow at 65504).
 
     >>> out, w = scaled_dot_product_attention(np.ones((2, 3, 4)), np.ones((2, 5, 4)), np.ones((2, 5, 6)))
     >>> out.shape, w.shape
@@ -117,5 +126,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
         batch = np.broadcast_shapes(scores.shape[:-2], mask.shape[:-2])
         scores = np.broadcast_to(scores, batch + scores.shape[-2:])  # (..., n_q, n_k)
     weights = softmax(scores, axis=-1, mask=mask)  # (..., n_q, n_k)
-    output = weights @ v.astype(weights.dtype, copy=False)  # (..., n_q, d_v)
-    return AttentionResult(output.astype(np.result_type(q, k, v), copy=False), weights)
+    dtype = _compute_dtype(q, v)  # mixed inputs are computed in the widest of their types
+    weights = weights.astype(dtype, copy=False)  # (..., n_q, n_k)
+    output = weights @ v.astype(dtype, copy=False)  # (..., n_q, d_v)
+    return AttentionResult(output, weights)
