@@ -12,28 +12,77 @@ One implementation, imported by every chapter and reused by every exercise check
 """
 
 from .attention import AttentionResult, attention_scores, scaled_dot_product_attention
-from .masks import causal_mask
+from .masks import banded_mask, causal_mask, graph_mask, padding_mask
+from .multihead import (
+    MultiHeadWeights,
+    count_multi_head_parameters,
+    init_multi_head_weights,
+    merge_heads,
+    multi_head_attention,
+    multi_head_weights_from_torch,
+    split_heads,
+)
+from .parameters import transformer_parameter_count
+from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
+from .recurrent import rnn_forward
 from .normalizers import relu_weights
 from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
 from .projections import self_attention
 from .softmax import softmax, softmax_jacobian
 from .statistics import DotProductVariance, dot_product_variance
+from .transformer import (
+    DecoderLayerWeights,
+    EncoderLayerWeights,
+    FeedForwardWeights,
+    decoder_layer,
+    encoder_layer,
+    feed_forward,
+    init_decoder_layer,
+    init_encoder_layer,
+    init_feed_forward,
+    layer_norm,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AttentionResult",
     "COLOUR_MAP",
+    "DecoderLayerWeights",
     "DotProductVariance",
+    "EncoderLayerWeights",
+    "FeedForwardWeights",
+    "MultiHeadWeights",
     "attention_scores",
+    "banded_mask",
     "causal_mask",
+    "count_multi_head_parameters",
+    "decoder_layer",
     "dot_product_variance",
+    "encoder_layer",
+    "feed_forward",
     "figure_to_img_html",
+    "graph_mask",
+    "init_decoder_layer",
+    "init_encoder_layer",
+    "init_feed_forward",
+    "init_multi_head_weights",
+    "layer_norm",
+    "merge_heads",
+    "multi_head_attention",
+    "multi_head_weights_from_torch",
+    "padding_mask",
     "plot_convex_combination",
     "plot_heatmap",
     "relu_weights",
+    "rnn_forward",
     "scaled_dot_product_attention",
     "self_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_frequencies",
+    "sinusoidal_shift_matrix",
     "softmax",
     "softmax_jacobian",
+    "split_heads",
+    "transformer_parameter_count",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "check_min_ndim",
     "check_axis",
     "broadcast_batch_shapes",
+    "check_positive_int",
 ]
 
 _FLOAT_KINDS = "f"
@@ -150,3 +151,24 @@ def broadcast_batch_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...
         raise ValueError(
             f"the leading (batch, head) dimensions do not broadcast: {listing}"
         ) from None
+
+
+def check_positive_int(value, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int if it is an integer >= ``minimum``, or raise naming ``name``.
+
+    >>> check_positive_int(3, "n_heads")
+    3
+    >>> check_positive_int(2.0, "n_heads")
+    Traceback (most recent call last):
+    ...
+    TypeError: n_heads must be an integer, got 2.0
+    >>> check_positive_int(0, "n")
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be at least 1, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)

@@ -1,0 +1,206 @@
+"""Multi-head attention: h attention heads on d_model/h-dimensional slices, concatenated, then W_O.
+
+``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_O + b_O`` with
+``head_i = Attention(X_q W_Q^(i), X_kv W_K^(i), X_kv W_V^(i))``. As in minGPT, the h per-head
+projections are stored side by side as one ``(d_model, d_model)`` matrix per role; splitting its
+output columns into h groups gives the heads. Convention: ``y = x @ W + b`` (rows are tokens).
+
+>>> import numpy as np
+>>> weights = init_multi_head_weights(d_model=8, seed=0)
+>>> x = np.random.default_rng(1).standard_normal((2, 5, 8))            # (batch, n, d_model)
+>>> out, attn = multi_head_attention(x, x, x, weights, n_heads=2)
+>>> out.shape, attn.shape
+((2, 5, 8), (2, 2, 5, 5))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .attention import AttentionResult, scaled_dot_product_attention
+from .validation import as_bool_mask, as_float_array, check_min_ndim, check_positive_int
+
+__all__ = [
+    "MultiHeadWeights",
+    "count_multi_head_parameters",
+    "init_multi_head_weights",
+    "merge_heads",
+    "multi_head_attention",
+    "multi_head_weights_from_torch",
+    "split_heads",
+]
+
+
+class MultiHeadWeights(NamedTuple):
+    """Parameters of one multi-head attention layer; every matrix is ``(d_model, d_model)``."""
+
+    w_q: np.ndarray  # (d_model, d_model): h query projections side by side
+    w_k: np.ndarray  # (d_model, d_model)
+    w_v: np.ndarray  # (d_model, d_model)
+    w_o: np.ndarray  # (d_model, d_model): output projection W_O
+    b_q: np.ndarray  # (d_model,)
+    b_k: np.ndarray  # (d_model,)
+    b_v: np.ndarray  # (d_model,)
+    b_o: np.ndarray  # (d_model,)
+
+
+def _check_heads(d_model: int, n_heads) -> int:
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model = {d_model} is not divisible by n_heads = {n_heads}; "
+            "each head needs d_model / n_heads dimensions"
+        )
+    return n_heads
+
+
+def split_heads(x, n_heads: int) -> np.ndarray:
+    """``(..., n, d_model)`` -> ``(..., n_heads, n, d_model / n_heads)``: head i gets columns i*d_head..
+
+    >>> split_heads(np.arange(8.0).reshape(1, 8), 2)[:, 0].tolist()
+    [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+    >>> split_heads(np.ones((3, 10)), 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model = 10 is not divisible by n_heads = 4; each head needs d_model / n_heads dimensions
+    """
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    *lead, n, d_model = x.shape
+    n_heads = _check_heads(d_model, n_heads)
+    heads = x.reshape(*lead, n, n_heads, d_model // n_heads)  # (..., n, h, d_head)
+    return np.swapaxes(heads, -3, -2)  # (..., h, n, d_head)
+
+
+def merge_heads(x) -> np.ndarray:
+    """``(..., n_heads, n, d_head)`` -> ``(..., n, n_heads * d_head)``; the inverse of :func:`split_heads`.
+
+    >>> x = np.random.default_rng(0).standard_normal((2, 3, 8))
+    >>> bool(np.array_equal(merge_heads(split_heads(x, 4)), x))
+    True
+    """
+    x = as_float_array(x, "x")  # (..., h, n, d_head)
+    check_min_ndim(x, "x", 3, "(..., n_heads, n, d_head)")
+    *lead, h, n, d_head = x.shape
+    return np.swapaxes(x, -3, -2).reshape(*lead, n, h * d_head)  # (..., n, d_model)
+
+
+def init_multi_head_weights(d_model: int, seed: int = 0) -> MultiHeadWeights:
+    """Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
+
+    >>> w = init_multi_head_weights(4, seed=0)
+    >>> w.w_q.shape, w.b_o.shape
+    ((4, 4), (4,))
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    rng = np.random.default_rng(seed)
+    limit = math.sqrt(6.0 / (2 * d_model))
+    w_q, w_k, w_v, w_o = rng.uniform(-limit, limit, size=(4, d_model, d_model))  # (d_model, d_model) each
+    zeros = np.zeros(d_model)  # (d_model,)
+    return MultiHeadWeights(w_q, w_k, w_v, w_o, zeros, zeros.copy(), zeros.copy(), zeros.copy())
+
+
+def _checked_weights(weights, d_model: int) -> MultiHeadWeights:
+    if not isinstance(weights, MultiHeadWeights):
+        raise TypeError(
+            f"weights must be a MultiHeadWeights (see init_multi_head_weights), got {type(weights).__name__}"
+        )
+    checked = []
+    for name, value in weights._asdict().items():
+        array = as_float_array(value, name)
+        expected = (d_model, d_model) if name.startswith("w_") else (d_model,)
+        if array.shape != expected:
+            raise ValueError(f"weights.{name} has shape {array.shape} but the inputs have d_model = "
+                             f"{d_model}; expected {expected}")
+        checked.append(array)
+    return MultiHeadWeights(*checked)
+
+
+def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: int,
+                         mask=None) -> AttentionResult:
+    """Multi-head attention of ``query`` ``(..., n_q, d_model)`` over ``key``/``value`` ``(..., n_k, d_model)``.
+
+    Returns ``(output (..., n_q, d_model), weights (..., n_heads, n_q, n_k))``. ``mask`` (True = may
+    attend) has shape ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)`` and is shared by all heads.
+    Self-attention passes the same array three times; cross-attention passes the decoder states as
+    ``query`` and the encoder output as ``key`` and ``value``.
+
+    >>> w = init_multi_head_weights(6, seed=0)
+    >>> multi_head_attention(np.ones((2, 6)), np.ones((3, 4)), np.ones((3, 4)), w, n_heads=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: query has shape (2, 6) but key has shape (3, 4); both need the model width d_model in the last dimension
+    """
+    query = as_float_array(query, "query")  # (..., n_q, d_model)
+    key = as_float_array(key, "key")  # (..., n_k, d_model)
+    value = as_float_array(value, "value")  # (..., n_k, d_model)
+    for name, array, layout in (("query", query, "(..., n_q, d_model)"),
+                                ("key", key, "(..., n_k, d_model)"),
+                                ("value", value, "(..., n_k, d_model)")):
+        check_min_ndim(array, name, 2, layout)
+    d_model = query.shape[-1]
+    for name, array in (("key", key), ("value", value)):
+        if array.shape[-1] != d_model:
+            raise ValueError(f"query has shape {query.shape} but {name} has shape {array.shape}; "
+                             "both need the model width d_model in the last dimension")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key has shape {key.shape} but value has shape {value.shape}; "
+                         "they need the same number of positions n_k")
+    n_heads = _check_heads(d_model, n_heads)
+    w = _checked_weights(weights, d_model)
+    q = split_heads(query @ w.w_q + w.b_q, n_heads)  # (..., h, n_q, d_head)
+    k = split_heads(key @ w.w_k + w.b_k, n_heads)  # (..., h, n_k, d_head)
+    v = split_heads(value @ w.w_v + w.b_v, n_heads)  # (..., h, n_k, d_head)
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        if mask.ndim >= 3:
+            mask = mask[..., None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
+    heads, attention = scaled_dot_product_attention(q, k, v, mask=mask)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+    output = merge_heads(heads) @ w.w_o + w.b_o  # (..., n_q, d_model)
+    return AttentionResult(output, attention)
+
+
+def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,
+                                  out_proj_bias) -> MultiHeadWeights:
+    """Convert the parameters of ``torch.nn.MultiheadAttention`` (as numpy arrays) to this package's layout.
+
+    PyTorch stores ``in_proj_weight`` as ``(3 d_model, d_model)`` (Q, K, V stacked) and computes
+    ``y = x W^T + b``; this package computes ``y = x W + b``, so each block is transposed.
+
+    >>> d = 4
+    >>> w = multi_head_weights_from_torch(np.ones((3 * d, d)), np.zeros(3 * d), np.eye(d), np.zeros(d))
+    >>> w.w_q.shape, w.b_v.shape
+    ((4, 4), (4,))
+    """
+    in_w = as_float_array(in_proj_weight, "in_proj_weight")  # (3 d_model, d_model)
+    in_b = as_float_array(in_proj_bias, "in_proj_bias")  # (3 d_model,)
+    out_w = as_float_array(out_proj_weight, "out_proj_weight")  # (d_model, d_model)
+    out_b = as_float_array(out_proj_bias, "out_proj_bias")  # (d_model,)
+    if in_w.ndim != 2 or in_w.shape[0] != 3 * in_w.shape[1]:
+        raise ValueError(f"in_proj_weight has shape {in_w.shape}; expected (3 d_model, d_model)")
+    d_model = in_w.shape[1]
+    if in_b.shape != (3 * d_model,):
+        raise ValueError(f"in_proj_bias has shape {in_b.shape}; expected ({3 * d_model},)")
+    if out_w.shape != (d_model, d_model) or out_b.shape != (d_model,):
+        raise ValueError(f"out_proj has weight {out_w.shape} and bias {out_b.shape}; "
+                         f"expected ({d_model}, {d_model}) and ({d_model},)")
+    w_q, w_k, w_v = (block.T for block in np.split(in_w, 3))  # (d_model, d_model) each
+    b_q, b_k, b_v = np.split(in_b, 3)  # (d_model,) each
+    return MultiHeadWeights(w_q, w_k, w_v, out_w.T, b_q, b_k, b_v, out_b)
+
+
+def count_multi_head_parameters(d_model: int, n_heads: int, bias: bool = True) -> int:
+    """Number of learned parameters: ``4 d_model^2`` (+ ``4 d_model`` biases), whatever ``n_heads``.
+
+    Each head projects to ``d_model / n_heads`` dimensions, so h heads together use exactly the
+    parameters of one full-width head.
+
+    >>> count_multi_head_parameters(512, 8), count_multi_head_parameters(512, 1)
+    (1050624, 1050624)
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    _check_heads(d_model, n_heads)
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)

@@ -1,0 +1,174 @@
+"""The pieces of a Transformer layer around attention: layer norm, feed-forward, encoder and decoder layers.
+
+Post-norm layers as in Vaswani et al. (2017): each sub-layer is wrapped as ``LayerNorm(x + sublayer(x))``.
+An encoder layer is self-attention then a feed-forward network; a decoder layer is masked (causal)
+self-attention, cross-attention over the encoder output, then a feed-forward network.
+
+>>> import numpy as np
+>>> layer = init_encoder_layer(d_model=8, d_ff=16, seed=0)
+>>> x = np.random.default_rng(0).standard_normal((3, 8))              # (n, d_model)
+>>> out, attn = encoder_layer(x, layer, n_heads=2)
+>>> out.shape, attn.shape
+((3, 8), (2, 3, 3))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .masks import causal_mask
+from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head_attention
+from .validation import as_float_array, check_min_ndim, check_positive_int
+
+__all__ = [
+    "DecoderLayerWeights",
+    "EncoderLayerWeights",
+    "FeedForwardWeights",
+    "decoder_layer",
+    "encoder_layer",
+    "feed_forward",
+    "init_decoder_layer",
+    "init_encoder_layer",
+    "init_feed_forward",
+    "layer_norm",
+]
+
+
+class FeedForwardWeights(NamedTuple):
+    """Position-wise feed-forward network ``max(0, x W_1 + b_1) W_2 + b_2``."""
+
+    w_1: np.ndarray  # (d_model, d_ff)
+    b_1: np.ndarray  # (d_ff,)
+    w_2: np.ndarray  # (d_ff, d_model)
+    b_2: np.ndarray  # (d_model,)
+
+
+class EncoderLayerWeights(NamedTuple):
+    self_attention: MultiHeadWeights
+    feed_forward: FeedForwardWeights
+    norm_1: tuple[np.ndarray, np.ndarray]  # (gamma (d_model,), beta (d_model,)) after attention
+    norm_2: tuple[np.ndarray, np.ndarray]  # after the feed-forward network
+
+
+class DecoderLayerWeights(NamedTuple):
+    self_attention: MultiHeadWeights
+    cross_attention: MultiHeadWeights
+    feed_forward: FeedForwardWeights
+    norm_1: tuple[np.ndarray, np.ndarray]
+    norm_2: tuple[np.ndarray, np.ndarray]
+    norm_3: tuple[np.ndarray, np.ndarray]
+
+
+def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
+    """Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
+
+    >>> np.round(layer_norm([[1.0, 2.0, 3.0]]), 4).tolist()
+    [[-1.2247, 0.0, 1.2247]]
+    """
+    x = as_float_array(x, "x")  # (..., d)
+    check_min_ndim(x, "x", 1, "(..., d)")
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
+    beta = np.zeros(d) if beta is None else as_float_array(beta, "beta")  # (d,)
+    for name, array in (("gamma", gamma), ("beta", beta)):
+        if array.shape != (d,):
+            raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
+    if not (isinstance(eps, (int, float)) and eps > 0):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    variance = x.var(axis=-1, keepdims=True)  # (..., 1)
+    return (x - mean) / np.sqrt(variance + eps) * gamma + beta  # (..., d)
+
+
+def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
+    """Glorot-uniform weights, zero biases, seeded."""
+    d_model = check_positive_int(d_model, "d_model")
+    d_ff = check_positive_int(d_ff, "d_ff")
+    rng = np.random.default_rng(seed)
+    limit = math.sqrt(6.0 / (d_model + d_ff))
+    return FeedForwardWeights(
+        rng.uniform(-limit, limit, (d_model, d_ff)), np.zeros(d_ff),
+        rng.uniform(-limit, limit, (d_ff, d_model)), np.zeros(d_model),
+    )
+
+
+def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
+    """``max(0, x W_1 + b_1) W_2 + b_2``, applied to every position independently.
+
+    >>> ff = init_feed_forward(4, 8, seed=0)
+    >>> feed_forward(np.ones((3, 5)), ff)
+    Traceback (most recent call last):
+    ...
+    ValueError: x has shape (3, 5) but weights.w_1 has shape (4, 8); x needs d_model = 4 columns
+    """
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    if not isinstance(weights, FeedForwardWeights):
+        raise TypeError(f"weights must be FeedForwardWeights, got {type(weights).__name__}")
+    w_1, b_1, w_2, b_2 = (as_float_array(a, f"weights.{n}") for n, a in weights._asdict().items())
+    if x.shape[-1] != w_1.shape[0]:
+        raise ValueError(f"x has shape {x.shape} but weights.w_1 has shape {w_1.shape}; "
+                         f"x needs d_model = {w_1.shape[0]} columns")
+    hidden = np.maximum(x @ w_1 + b_1, 0)  # (..., n, d_ff)
+    return hidden @ w_2 + b_2  # (..., n, d_model)
+
+
+def _unit_norm(d_model: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.ones(d_model), np.zeros(d_model)
+
+
+def init_encoder_layer(d_model: int, d_ff: int, seed: int = 0) -> EncoderLayerWeights:
+    """A seeded encoder layer: multi-head self-attention, feed-forward, two layer norms."""
+    return EncoderLayerWeights(
+        init_multi_head_weights(d_model, seed=seed),
+        init_feed_forward(d_model, d_ff, seed=seed + 1),
+        _unit_norm(d_model), _unit_norm(d_model),
+    )
+
+
+def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWeights:
+    """A seeded decoder layer: masked self-attention, cross-attention, feed-forward, three layer norms."""
+    return DecoderLayerWeights(
+        init_multi_head_weights(d_model, seed=seed),
+        init_multi_head_weights(d_model, seed=seed + 1),
+        init_feed_forward(d_model, d_ff, seed=seed + 2),
+        _unit_norm(d_model), _unit_norm(d_model), _unit_norm(d_model),
+    )
+
+
+def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
+    """One encoder layer on ``x`` ``(..., n, d_model)``; returns ``(output, self-attention weights)``.
+
+    ``mask`` (e.g. a padding mask) is passed to the self-attention.
+    """
+    if not isinstance(weights, EncoderLayerWeights):
+        raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    attended, attention = multi_head_attention(x, x, x, weights.self_attention, n_heads, mask=mask)
+    x = layer_norm(x + attended, *weights.norm_1)  # (..., n, d_model)
+    x = layer_norm(x + feed_forward(x, weights.feed_forward), *weights.norm_2)  # (..., n, d_model)
+    return x, attention  # (..., n, d_model), (..., h, n, n)
+
+
+def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None):
+    """One decoder layer on targets ``y`` ``(..., n_t, d_model)`` attending to encoder output ``memory``
+    ``(..., n_s, d_model)``; returns ``(output, self-attention weights, cross-attention weights)``.
+
+    The self-attention is causal (a target position never sees later targets); ``memory_mask``
+    (e.g. a padding mask of the source) restricts the cross-attention.
+    """
+    if not isinstance(weights, DecoderLayerWeights):
+        raise TypeError(f"weights must be DecoderLayerWeights, got {type(weights).__name__}")
+    y = as_float_array(y, "y")  # (..., n_t, d_model)
+    memory = as_float_array(memory, "memory")  # (..., n_s, d_model)
+    check_min_ndim(y, "y", 2, "(..., n_t, d_model)")
+    future = causal_mask(y.shape[-2])  # (n_t, n_t)
+    attended, self_weights = multi_head_attention(y, y, y, weights.self_attention, n_heads, mask=future)
+    y = layer_norm(y + attended, *weights.norm_1)  # (..., n_t, d_model)
+    crossed, cross_weights = multi_head_attention(y, memory, memory, weights.cross_attention, n_heads,
+                                                  mask=memory_mask)
+    y = layer_norm(y + crossed, *weights.norm_2)  # (..., n_t, d_model)
+    y = layer_norm(y + feed_forward(y, weights.feed_forward), *weights.norm_3)  # (..., n_t, d_model)
+    return y, self_weights, cross_weights  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
