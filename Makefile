@@ -14,7 +14,7 @@ CHROMIUM ?= /usr/bin/chromium
 NBVAL_NOTEBOOKS = $(wildcard chapters/*.ipynb exercises/*.ipynb)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
-.PHONY: book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+.PHONY: bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
 
 book: $(STAMP) $(VENDOR)
 	$(PY) scripts/build_book.py
@@ -59,3 +59,7 @@ serve: book
 
 clean:
 	rm -rf _build web/vendor
+
+# benchmarks print figures; they are not timed tests (see benchmarks/README.md)
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
