@@ -61,3 +61,10 @@ def test_chapter_widget_renders_from_saved_state(visit):
     assert page.eval_on_selector_all(
         "script[type='application/vnd.jupyter.widget-state+json']", "els => els.length"
     ) == 1
+
+
+def test_offline_search_finds_softmax_on_the_model_chapter(visit):
+    page = visit("search.html?q=softmax").page
+    page.wait_for_selector("#search-results ul.search li a, ul.search li a", timeout=20_000)
+    targets = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+    assert any("scaled_dot_product_attention.html" in t for t in targets), targets

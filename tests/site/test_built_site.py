@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -68,3 +70,48 @@ def test_download_buttons_offer_the_notebook_and_its_source():
 
 def test_repository_button_links_the_source_repository():
     assert re.search(r'href="https://github\.com/[^"/]+/[^"/]+"', read(f"{CHAPTER}.html"))
+
+
+class _Links(HTMLParser):
+    """Collects href targets and element ids of one page."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if attributes.get("id"):
+            self.ids.add(attributes["id"])
+        if tag == "a" and attributes.get("href"):
+            self.hrefs.append(attributes["href"])
+
+
+def _parse(path):
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_every_internal_link_and_anchor_of_the_book_resolves():
+    """Crawl the pages of the table of contents: each relative link points at a built file and anchor."""
+    parsed = {}
+    broken = []
+    for page in toc_pages():
+        source = HTML / page
+        for href in _parse(source).hrefs:
+            url = urlparse(href)
+            if url.scheme or href.startswith(("mailto:", "javascript:")) or href.startswith("//"):
+                continue
+            target = (source.parent / unquote(url.path)).resolve() if url.path else source
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page}: {href}")
+                continue
+            if url.fragment and target.suffix == ".html":
+                ids = parsed.setdefault(target, _parse(target).ids)
+                if unquote(url.fragment) not in ids:
+                    broken.append(f"{page}: {href} (no such anchor)")
+    assert broken == [], f"{len(broken)} broken links, e.g. {broken[:5]}"
