@@ -14,7 +14,8 @@ CHROMIUM ?= /usr/bin/chromium
 NBVAL_NOTEBOOKS = $(wildcard chapters/*.ipynb exercises/*.ipynb)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
-.PHONY: bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+
+.PHONY: publish bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
 
 book: $(STAMP) $(VENDOR)
 	$(PY) scripts/build_book.py
@@ -56,6 +57,10 @@ browser:
 
 serve: book
 	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+
+# deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
+publish: book
+	$(PY) -m ghp_import --no-jekyll --push --force _build/html
 
 clean:
 	rm -rf _build web/vendor

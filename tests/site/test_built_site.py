@@ -115,3 +115,17 @@ def test_every_internal_link_and_anchor_of_the_book_resolves():
                 if unquote(url.fragment) not in ids:
                     broken.append(f"{page}: {href} (no such anchor)")
     assert broken == [], f"{len(broken)} broken links, e.g. {broken[:5]}"
+
+
+def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
+    import zipfile
+
+    from site_support import ROOT
+
+    archive = HTML / "attention-computed-notebooks.zip"
+    assert archive.is_file(), "the notebooks zip was not copied into the site"
+    names = set(zipfile.ZipFile(archive).namelist())
+    for notebook in ROOT.glob("chapters/*.ipynb"):
+        assert f"chapters/{notebook.name}" in names
+    assert {"requirements.txt", "code/pyproject.toml", "code/src/attnbook/__init__.py"} <= names
+    assert 'href="../attention-computed-notebooks.zip"' in read("chapters/intro.html")
