@@ -12,32 +12,12 @@ import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 CACHE = BUILD / ".jupyter_cache"
 STAMP = BUILD / ".package-hash"
-EXTRA = BUILD / "extra"  # html_extra_path: copied to the site's root
-NOTEBOOKS_ZIP = "attention-computed-notebooks.zip"
-
-
-def write_notebooks_zip() -> Path:
-    """All executed notebooks plus the package they import, for readers who run the book locally."""
-    EXTRA.mkdir(parents=True, exist_ok=True)
-    target = EXTRA / NOTEBOOKS_ZIP
-    files = sorted(ROOT.glob("chapters/*.ipynb")) + sorted(ROOT.glob("exercises/*.ipynb"))
-    files += [ROOT / "requirements.txt", ROOT / "code" / "pyproject.toml", ROOT / "code" / "README.md"]
-    files += sorted((ROOT / "code" / "src").rglob("*.py"))
-    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            info = zipfile.ZipInfo(path.relative_to(ROOT).as_posix(), date_time=(2026, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())  # fixed timestamps: the same zip for the same files
-    return target
-
-
 def package_hash() -> str:
     digest = hashlib.sha256()
     for path in sorted((ROOT / "code" / "src").rglob("*.py")) + [ROOT / "requirements.txt"]:
@@ -51,7 +31,6 @@ def main() -> int:
     if CACHE.exists() and (not STAMP.exists() or STAMP.read_text() != current):
         print("the attnbook package changed since the last build: clearing the execution cache")
         shutil.rmtree(CACHE)
-    write_notebooks_zip()
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
     start = time.perf_counter()

@@ -3,7 +3,8 @@
 With the sizes of Vaswani et al. (2017), Table 3, and a shared source/target vocabulary of about
 37,000 byte-pair tokens (their English-German setting), the counts come to about 63 M for the base
 model and 214 M for the big one; the paper reports 65 M and 213 M. The chapter on the Transformer
-explains the gap (the exact vocabulary size, which embeddings are shared, rounding).
+examines the gap: no single vocabulary size reproduces both reported figures, and sharing choices
+or rounding do not close it.
 
 >>> counts = transformer_parameter_count(d_model=512, d_ff=2048, n_heads=8, n_layers=6, vocab_size=37000)
 >>> round(counts["total"] / 1e6, 1)
@@ -36,6 +37,9 @@ def transformer_parameter_count(d_model: int, d_ff: int, n_heads: int, n_layers:
     d_ff = check_positive_int(d_ff, "d_ff")
     n_layers = check_positive_int(n_layers, "n_layers")
     vocab_size = check_positive_int(vocab_size, "vocab_size")
+    for name, flag in (("shared_embeddings", shared_embeddings), ("tied_output", tied_output)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     n_dec = n_layers if n_decoder_layers is None else check_positive_int(n_decoder_layers, "n_decoder_layers")
     attention = count_multi_head_parameters(d_model, n_heads)  # 4 d^2 + 4 d
     feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model

@@ -53,6 +53,8 @@ def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
         raise ValueError(
             f"w_q has shape {w_q.shape} but w_k has shape {w_k.shape}; queries and keys need the same d_k"
         )
+    if w_q.shape[1] == 0:
+        raise ValueError(f"w_q and w_k have shape {w_q.shape}, so d_k = 0; they need at least one column")
     q = x @ w_q  # (..., n, d_k)
     k = x @ w_k  # (..., n, d_k)
     v = x @ w_v  # (..., n, d_v)

@@ -24,7 +24,9 @@ from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head_att
 from .validation import as_float_array, check_min_ndim, check_positive_int
 
 __all__ = [
+    "DecoderLayerResult",
     "DecoderLayerWeights",
+    "EncoderLayerResult",
     "EncoderLayerWeights",
     "FeedForwardWeights",
     "decoder_layer",
@@ -62,6 +64,21 @@ class DecoderLayerWeights(NamedTuple):
     norm_3: tuple[np.ndarray, np.ndarray]
 
 
+class EncoderLayerResult(NamedTuple):
+    """What an encoder layer returns: unpack it as ``output, weights = ...``."""
+
+    output: np.ndarray  # (..., n, d_model)
+    weights: np.ndarray  # (..., h, n, n): self-attention weights
+
+
+class DecoderLayerResult(NamedTuple):
+    """What a decoder layer returns: ``output, self_weights, cross_weights = ...``."""
+
+    output: np.ndarray  # (..., n_t, d_model)
+    self_weights: np.ndarray  # (..., h, n_t, n_t): causal self-attention
+    cross_weights: np.ndarray  # (..., h, n_t, n_s): attention over the encoder output
+
+
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     """Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
 
@@ -76,7 +93,7 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     for name, array in (("gamma", gamma), ("beta", beta)):
         if array.shape != (d,):
             raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
-    if not (isinstance(eps, (int, float)) and eps > 0):
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     variance = x.var(axis=-1, keepdims=True)  # (..., 1)
@@ -146,10 +163,11 @@ def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
     if not isinstance(weights, EncoderLayerWeights):
         raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
     x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 2, "(..., n, d_model)")
     attended, attention = multi_head_attention(x, x, x, weights.self_attention, n_heads, mask=mask)
     x = layer_norm(x + attended, *weights.norm_1)  # (..., n, d_model)
     x = layer_norm(x + feed_forward(x, weights.feed_forward), *weights.norm_2)  # (..., n, d_model)
-    return x, attention  # (..., n, d_model), (..., h, n, n)
+    return EncoderLayerResult(x, attention)  # (..., n, d_model), (..., h, n, n)
 
 
 def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None):
@@ -164,6 +182,7 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     y = as_float_array(y, "y")  # (..., n_t, d_model)
     memory = as_float_array(memory, "memory")  # (..., n_s, d_model)
     check_min_ndim(y, "y", 2, "(..., n_t, d_model)")
+    check_min_ndim(memory, "memory", 2, "(..., n_s, d_model)")
     future = causal_mask(y.shape[-2])  # (n_t, n_t)
     attended, self_weights = multi_head_attention(y, y, y, weights.self_attention, n_heads, mask=future)
     y = layer_norm(y + attended, *weights.norm_1)  # (..., n_t, d_model)
@@ -171,4 +190,4 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
                                                   mask=memory_mask)
     y = layer_norm(y + crossed, *weights.norm_2)  # (..., n_t, d_model)
     y = layer_norm(y + feed_forward(y, weights.feed_forward), *weights.norm_3)  # (..., n_t, d_model)
-    return y, self_weights, cross_weights  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
+    return DecoderLayerResult(y, self_weights, cross_weights)  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
