@@ -82,6 +82,8 @@ def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
     """
     n = check_positive_int(n, "n")
     window = check_positive_int(window, "window", minimum=0)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
     offset = np.arange(n)[None, :] - np.arange(n)[:, None]  # (n, n): j - i
     band = np.abs(offset) <= window  # (n, n)
     return band & (offset <= 0) if causal else band
@@ -90,8 +92,8 @@ def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
 def graph_mask(adjacency, self_loops: bool = True) -> np.ndarray:
     """Attention restricted to the edges of a graph: node ``i`` attends to ``j`` iff ``adjacency[i, j]``.
 
-    ``adjacency`` is a square 0/1 or boolean matrix; with ``self_loops`` every node also sees itself
-    (so no row is fully masked unless asked for).
+    ``adjacency`` is a square boolean or integer 0/1 matrix; with ``self_loops`` every node also sees
+    itself (so no row is fully masked unless asked for). The result is a new array, never the input.
 
     >>> graph_mask([[0, 1, 0], [1, 0, 1], [0, 1, 0]]).astype(int).tolist()
     [[1, 1, 0], [1, 1, 1], [0, 1, 1]]
@@ -100,9 +102,11 @@ def graph_mask(adjacency, self_loops: bool = True) -> np.ndarray:
     ...
     ValueError: adjacency has shape (2, 3); expected a square matrix (n_nodes, n_nodes)
     """
+    if not isinstance(self_loops, bool):
+        raise TypeError(f"self_loops must be True or False, got {self_loops!r}")
     edges = as_bool_mask(adjacency, "adjacency")  # (n, n)
     if edges.ndim != 2 or edges.shape[0] != edges.shape[1]:
         raise ValueError(f"adjacency has shape {edges.shape}; expected a square matrix (n_nodes, n_nodes)")
     if self_loops:
-        edges = edges | np.eye(edges.shape[0], dtype=bool)  # (n, n)
-    return edges
+        return edges | np.eye(edges.shape[0], dtype=bool)  # (n, n)
+    return edges.copy()  # (n, n)
