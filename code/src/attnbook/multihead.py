@@ -124,7 +124,8 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
     """Multi-head attention of ``query`` ``(..., n_q, d_model)`` over ``key``/``value`` ``(..., n_k, d_model)``.
 
     Returns ``(output (..., n_q, d_model), weights (..., n_heads, n_q, n_k))``. ``mask`` (True = may
-    attend) has shape ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)`` and is shared by all heads.
+    attend) has shape ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
+    ``(batch, n_heads, n_q | 1, n_k)`` with one mask per head.
     Self-attention passes the same array three times; cross-attention passes the decoder states as
     ``query`` and the encoder output as ``key`` and ``value``.
 
@@ -156,8 +157,13 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
     v = split_heads(value @ w.w_v + w.b_v, n_heads)  # (..., h, n_k, d_head)
     if mask is not None:
         mask = as_bool_mask(mask)
-        if mask.ndim >= 3:
-            mask = mask[..., None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
+        if mask.ndim == 3:
+            mask = mask[:, None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
+        elif mask.ndim > 4:
+            raise ValueError(
+                f"mask has shape {mask.shape}; expected (n_q, n_k), (batch, n_q | 1, n_k) or, one mask "
+                "per head, (batch, n_heads | 1, n_q | 1, n_k)"
+            )
     heads, attention = scaled_dot_product_attention(q, k, v, mask=mask)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
     output = merge_heads(heads) @ w.w_o + w.b_o  # (..., n_q, d_model)
     return AttentionResult(output, attention)
@@ -203,4 +209,6 @@ def count_multi_head_parameters(d_model: int, n_heads: int, bias: bool = True) -
     """
     d_model = check_positive_int(d_model, "d_model")
     _check_heads(d_model, n_heads)
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be True or False, got {bias!r}")
     return 4 * d_model * d_model + (4 * d_model if bias else 0)
