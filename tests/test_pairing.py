@@ -7,6 +7,8 @@ tests fail when someone edits one without regenerating the other (`make notebook
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -18,6 +20,14 @@ import pytest
 from execute_notebooks import ROOT, notebook_sources
 
 SOURCES = notebook_sources()
+
+
+def package_public_names() -> set[str]:
+    """Every public name of attnbook and of each of its modules (their __all__)."""
+    names = set(attnbook.__all__)
+    for module in pkgutil.iter_modules(attnbook.__path__):
+        names |= set(getattr(importlib.import_module(f"attnbook.{module.name}"), "__all__", []))
+    return names
 IDS = [p.relative_to(ROOT).as_posix() for p in SOURCES]
 
 
@@ -64,7 +74,7 @@ def test_notebook_imports_the_package_and_redefines_none_of_it(source: Path):
     assert "attnbook" in code, f"{source.name} does not import the attnbook package"
     tree = ast.parse("\n".join(l for l in code.splitlines() if not l.lstrip().startswith(("%", "!"))))
     defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    clash = defined & set(attnbook.__all__)
+    clash = defined & package_public_names()
     assert not clash, f"{source.name} redefines package functions {sorted(clash)}: import them instead"
 
 
