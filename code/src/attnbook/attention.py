@@ -120,13 +120,72 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
                 f"(q has shape {q.shape}, k has shape {k.shape}); the mask must broadcast to them"
             )
         shapes["mask"] = mask.shape[:-2]
-    broadcast_batch_shapes(shapes)
-    scores = attention_scores(q, k, scale)  # (..., n_q, n_k)
-    if mask is not None:  # the mask may carry batch dimensions that q and k do not have
-        batch = np.broadcast_shapes(scores.shape[:-2], mask.shape[:-2])
-        scores = np.broadcast_to(scores, batch + scores.shape[-2:])  # (..., n_q, n_k)
-    weights = softmax(scores, axis=-1, mask=mask)  # (..., n_q, n_k)
+    batch = broadcast_batch_shapes(shapes)
+    factor = _checked_scale(scale, q.shape[-1])
     dtype = _compute_dtype(q, v)  # mixed inputs are computed in the widest of their types
-    weights = weights.astype(dtype, copy=False)  # (..., n_q, n_k)
-    output = weights @ v.astype(dtype, copy=False)  # (..., n_q, d_v)
+    weights = np.empty(batch + (n_q, n_k), dtype=dtype)  # (..., n_q, n_k)
+    output = np.empty(batch + (n_q, v.shape[-1]), dtype=dtype)  # (..., n_q, d_v)
+    flat_q = _flat_batch(q * np.asarray(factor, dtype=dtype), batch, dtype)  # (B, n_q, d_k), pre-scaled
+    flat_k = _flat_batch(k, batch, dtype)  # (B, n_k, d_k)
+    flat_v = _flat_batch(v, batch, dtype)  # (B, n_k, d_v)
+    n_batch = math.prod(batch)
+    flat_w = weights.reshape(n_batch, n_q, n_k)  # (B, n_q, n_k), a view
+    flat_o = output.reshape(n_batch, n_q, v.shape[-1])  # (B, n_q, d_v), a view
+    flat_m = None if mask is None else np.broadcast_to(mask, batch + (n_q, n_k)).reshape(n_batch, n_q, n_k)
+    # Work through the batch in chunks of about 2**20 scores, so that the softmax passes over a chunk
+    # run in cache; every pass writes in place into the weights that are returned.
+    step = max(1, _CHUNK_SCORES // max(1, n_q * n_k))
+    # |q_i . k_j| <= |q_i| max_j |k_j| bounds every score of row i; where that bound is small, exp cannot
+    # overflow or underflow to 0 and the subtraction of the row maximum can be skipped (an O(n d) test).
+    with np.errstate(over="ignore"):
+        bound = np.linalg.norm(flat_q, axis=-1) * np.linalg.norm(flat_k, axis=-1).max(axis=-1, initial=0)[:, None]  # (B, n_q)
+    for start in range(0, flat_w.shape[0], step):
+        part = slice(start, start + step)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected in the softmax below
+            scores = np.matmul(flat_q[part], np.swapaxes(flat_k[part], -1, -2), out=flat_w[part])  # (b, n_q, n_k)
+        _softmax_rows_in_place(scores, None if flat_m is None else flat_m[part], bound[part])
+        np.matmul(scores, flat_v[part], out=flat_o[part])  # (b, n_q, d_v); n_k = 0 gives zeros
     return AttentionResult(output, weights)
+
+
+_CHUNK_SCORES = 1 << 20
+
+
+def _flat_batch(x: np.ndarray, batch: tuple[int, ...], dtype) -> np.ndarray:
+    """``x`` broadcast to the batch shape and flattened to ``(B, rows, cols)`` in ``dtype``."""
+    full = np.broadcast_to(x.astype(dtype, copy=False), batch + x.shape[-2:])  # (..., rows, cols)
+    return full.reshape((math.prod(batch),) + x.shape[-2:])  # (B, rows, cols); copies only when broadcasting
+
+
+_SAFE_EXP_BOUND = 80.0  # exp(±80) is finite and non-zero in float32 (and float64)
+
+
+def _softmax_rows_in_place(scores: np.ndarray, allowed, bound: np.ndarray) -> None:
+    """Masked softmax along the last axis, overwriting ``scores`` (which hold finite products of finite
+    inputs unless they overflowed); ``bound`` ``(b, n_q)`` bounds the absolute scores of each row.
+    Same conventions as :func:`attnbook.softmax`."""
+    if scores.shape[-1] == 0:  # no keys at all: nothing to normalise, like a fully masked row
+        return
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)  # (b, n_q, n_k)
+    if np.all(bound <= _SAFE_EXP_BOUND):
+        _normalise_exp_in_place(scores)
+        return
+    row_max = scores.max(axis=-1, keepdims=True)  # (b, n_q, 1)
+    if not np.all(np.isfinite(row_max)):
+        if np.any(np.isnan(row_max) | np.isposinf(row_max)) or (allowed is None and np.any(np.isneginf(row_max))):
+            raise ValueError(
+                "the scores q k^T overflowed to inf or NaN in "
+                f"{scores.dtype}; scale q and k down or compute in float64"
+            )
+        row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
+    scores -= row_max  # every entry <= 0
+    _normalise_exp_in_place(scores)
+
+
+def _normalise_exp_in_place(scores: np.ndarray) -> None:
+    """``scores <- exp(scores) / row sums``; rows that are all ``-inf`` (fully masked) become 0."""
+    np.exp(scores, out=scores)  # (b, n_q, n_k)
+    totals = scores.sum(axis=-1, keepdims=True)  # (b, n_q, 1), 0 only for fully masked rows
+    np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
+    scores *= totals  # rows sum to 1, fully masked rows stay 0

@@ -1,0 +1,323 @@
+"""Benchmark of the book's attention code on this machine: `make bench` (or `.venv/bin/python benchmarks/run.py`).
+
+It measures, in one run, side by side:
+
+1. plain attention (attnbook.scaled_dot_product_attention) against the time of its two matrix
+   products alone (q k^T and weights v, the BLAS lower bound), at batch x heads = 16, n = 1024,
+   d = 64, float32; the same for tiled attention (attnbook.tiled.tiled_attention);
+2. the peak extra memory of tiled attention at n = 16384, d = 64, float32 (tracemalloc, which traces
+   numpy's allocations), against the n^2 * 4 bytes = 1 GiB that plain attention's weights alone need;
+   and, for comparison, plain attention's measured peak at n = 4096;
+3. tiled attention's time relative to plain attention at n = 4096, d = 64, float32;
+4. when PyTorch is installed, both against torch.nn.functional.scaled_dot_product_attention on the
+   same inputs. PyTorch is timed in a child process, after the numpy timings: its OpenMP threads keep
+   spinning for a while after each call, and interleaved with numpy they would slow numpy's BLAS
+   threads down and distort every other figure.
+
+Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
+It prints the machine and the figures, and writes them to benchmarks/results.json, which the chapter
+"Efficient attention" reads. This is a benchmark, not a test: nothing fails when a goal is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+from attnbook import scaled_dot_product_attention
+from attnbook.tiled import tiled_attention
+
+HERE = Path(__file__).resolve().parent
+MIB = 2**20
+GOALS = {"plain_over_matmul": 1.3, "tiled_peak_mib": 64.0}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def blas_description() -> str:
+    try:  # threadpoolctl, when installed, names the library actually loaded and its thread count
+        from threadpoolctl import threadpool_info
+
+        pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+        if pools:
+            return "; ".join(f"{p.get('internal_api')} {p.get('version')} ({p.get('num_threads')} threads)"
+                             for p in pools)
+    except ImportError:
+        pass
+    try:
+        config = np.show_config(mode="dicts")
+        blas = config["Build Dependencies"]["blas"]
+        return f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001 - the description is informative only
+        return "unknown"
+
+
+def machine() -> dict:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    info = {
+        "cpu": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "blas": blas_description(),
+        "torch": torch_version(),
+        "torch_threads": None,  # filled in by the child process that times PyTorch
+    }
+    return info
+
+
+def torch_version() -> str | None:
+    """PyTorch's version if it is installed, found without importing it into this process."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def torch_worker(folder: Path, repeats: int) -> None:
+    """Child process: time torch's scaled_dot_product_attention on the arrays saved in ``folder``."""
+    import torch
+
+    report = {"threads": torch.get_num_threads(), "seconds": {}, "outputs": {}}
+    for name in sorted({p.name.split(".")[0] for p in folder.glob("*.q.npy")}):
+        tq, tk, tv = (torch.from_numpy(np.load(folder / f"{name}.{part}.npy")) for part in "qkv")
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        sdpa(tq, tk, tv)  # warm-up
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            out = sdpa(tq, tk, tv)
+            best = min(best, time.perf_counter() - start)
+        report["seconds"][name] = best
+        np.save(folder / f"{name}.torch_out.npy", out.numpy())
+    print(json.dumps(report))
+
+
+def time_torch(cases: dict, repeats: int) -> dict | None:
+    """Time PyTorch on ``cases`` ({name: (q, k, v)}) in a child process; None without PyTorch."""
+    if torch_version() is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name, arrays in cases.items():
+            for part, array in zip("qkv", arrays):
+                np.save(folder / f"{name}.{part}.npy", array)
+        done = subprocess.run([sys.executable, __file__, "--torch-worker", str(folder), "--repeats", str(repeats)],
+                              capture_output=True, text=True, check=True)
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        report["outputs"] = {name: np.load(folder / f"{name}.torch_out.npy") for name in cases}
+    return report
+
+
+def min_times(functions: dict, repeats: int) -> dict:
+    """Minimum wall time of each function over ``repeats`` rounds, the functions interleaved in each round."""
+    best = {name: float("inf") for name in functions}
+    for name, function in functions.items():  # warm-up: first calls allocate and load code
+        function()
+    for _ in range(repeats):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def peak_extra_bytes(function) -> int:
+    """Peak memory allocated while ``function`` runs, above what was allocated before (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        function()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def inputs(shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(shape, dtype=np.float32) for _ in range(3))  # each (..., n, d)
+
+
+def bench_plain_vs_matmul(repeats: int) -> tuple[dict, tuple]:
+    batch, heads, n, d = 2, 8, 1024, 64
+    q, k, v = inputs((batch, heads, n, d), seed=0)  # each (batch, heads, n, d)
+    weights = scaled_dot_product_attention(q, k, v).weights  # (batch, heads, n, n)
+    k_t = np.swapaxes(k, -1, -2)  # (batch, heads, d, n)
+    functions = {
+        "matmul": lambda: (q @ k_t, weights @ v),  # the two products of attention, nothing else
+        "plain": lambda: scaled_dot_product_attention(q, k, v),
+        "tiled": lambda: tiled_attention(q, k, v),
+    }
+    times = min_times(functions, repeats)
+    plain_out = scaled_dot_product_attention(q, k, v).output
+    result = {
+        "shape": [batch, heads, n, d],
+        "dtype": "float32",
+        "seconds": {name: round(t, 6) for name, t in times.items()},
+        "plain_over_matmul": round(times["plain"] / times["matmul"], 3),
+        "tiled_over_matmul": round(times["tiled"] / times["matmul"], 3),
+        "tiled_matches_plain": bool(np.allclose(tiled_attention(q, k, v), plain_out, rtol=1e-4, atol=1e-5)),
+    }
+    return result, (q, k, v, plain_out)
+
+
+def bench_tiled_memory(n_long: int, n_plain: int) -> dict:
+    d = 64
+    q, k, v = inputs((n_long, d), seed=1)  # each (n, d)
+    start = time.perf_counter()
+    peak = peak_extra_bytes(lambda: tiled_attention(q, k, v))
+    seconds = time.perf_counter() - start
+    q_p, k_p, v_p = inputs((n_plain, d), seed=2)  # each (n, d)
+    plain_peak = peak_extra_bytes(lambda: scaled_dot_product_attention(q_p, k_p, v_p))
+    return {
+        "n": n_long,
+        "d": d,
+        "dtype": "float32",
+        "tiled_peak_bytes": int(peak),
+        "tiled_peak_mib": round(peak / MIB, 2),
+        "tiled_seconds_with_tracemalloc": round(seconds, 3),
+        "plain_weight_bytes": n_long * n_long * 4,
+        "plain_weight_mib": n_long * n_long * 4 / MIB,
+        "plain_peak_n": n_plain,
+        "plain_peak_bytes_at_plain_peak_n": int(plain_peak),
+        "plain_weight_bytes_at_plain_peak_n": n_plain * n_plain * 4,
+    }
+
+
+def bench_tiled_time(n: int, repeats: int) -> tuple[dict, tuple]:
+    d = 64
+    q, k, v = inputs((n, d), seed=3)  # each (n, d)
+    functions = {
+        "plain": lambda: scaled_dot_product_attention(q, k, v),
+        "tiled": lambda: tiled_attention(q, k, v),
+    }
+    times = min_times(functions, repeats)
+    result = {
+        "n": n,
+        "d": d,
+        "dtype": "float32",
+        "seconds": {name: round(t, 6) for name, t in times.items()},
+        "tiled_over_plain": round(times["tiled"] / times["plain"], 3),
+    }
+    return result, (q, k, v, scaled_dot_product_attention(q, k, v).output)
+
+
+def add_torch(results: dict, inputs_by_case: dict, repeats: int) -> None:
+    """Time PyTorch on the same inputs as the numpy cases and add the ratios to ``results``."""
+    report = time_torch({name: arrays[:3] for name, arrays in inputs_by_case.items()}, repeats)
+    if report is None:
+        return
+    results["machine"]["torch_threads"] = report["threads"]
+    for name, (_, _, _, plain_out) in inputs_by_case.items():
+        case = results[name]
+        seconds = report["seconds"][name]
+        case["seconds"]["torch"] = round(seconds, 6)
+        case["torch_matches_plain"] = bool(np.allclose(report["outputs"][name], plain_out, rtol=1e-4, atol=1e-5))
+        case["plain_over_torch"] = round(case["seconds"]["plain"] / seconds, 3)
+        case["tiled_over_torch"] = round(case["seconds"]["tiled"] / seconds, 3)
+
+
+def report(results: dict) -> str:
+    m, a, b, c = (results[key] for key in ("machine", "plain_vs_matmul", "tiled_memory", "tiled_time"))
+    lines = [
+        "Machine",
+        f"  CPU            {m['cpu']}",
+        f"  cores          {m['logical_cores']} logical, {m['usable_cores']} usable by this process",
+        f"  Python/numpy   {m['python']} / numpy {m['numpy']}",
+        f"  BLAS           {m['blas']}",
+        f"  PyTorch        {m['torch'] or 'not installed'}"
+        + (f" ({m['torch_threads']} threads)" if m["torch"] else ""),
+        "",
+        f"1. batch x heads = {a['shape'][0] * a['shape'][1]}, n = {a['shape'][2]}, d = {a['shape'][3]}, float32"
+        " (minimum over repeats)",
+    ]
+    for name, seconds in a["seconds"].items():
+        lines.append(f"  {name:<8} {seconds * 1e3:9.1f} ms")
+    lines += [
+        f"  plain / matmul = {a['plain_over_matmul']:.2f}   (goal <= {GOALS['plain_over_matmul']}:"
+        f" {'met' if results['goals']['plain_over_matmul_met'] else 'not met'})",
+        f"  tiled / matmul = {a['tiled_over_matmul']:.2f}",
+    ]
+    if "plain_over_torch" in a:
+        lines.append(f"  plain / torch  = {a['plain_over_torch']:.2f}    tiled / torch = {a['tiled_over_torch']:.2f}"
+                     f"    (outputs agree: {a['torch_matches_plain']})")
+    lines += [
+        "",
+        f"2. tiled attention, n = {b['n']}, d = {b['d']}, float32",
+        f"  peak extra memory {b['tiled_peak_mib']:.1f} MiB   (goal <= {GOALS['tiled_peak_mib']:.0f} MiB:"
+        f" {'met' if results['goals']['tiled_peak_met'] else 'not met'});"
+        f" plain attention's weights alone: {b['plain_weight_mib']:.0f} MiB",
+        f"  (plain attention measured at n = {b['plain_peak_n']}: peak"
+        f" {b['plain_peak_bytes_at_plain_peak_n'] / MIB:.0f} MiB for {b['plain_weight_bytes_at_plain_peak_n'] / MIB:.0f}"
+        " MiB of weights)",
+        "",
+        f"3. n = {c['n']}, d = {c['d']}, float32, one head",
+    ]
+    for name, seconds in c["seconds"].items():
+        lines.append(f"  {name:<8} {seconds * 1e3:9.1f} ms")
+    lines.append(f"  tiled / plain = {c['tiled_over_plain']:.2f}")
+    if "tiled_over_torch" in c:
+        lines.append(f"  plain / torch = {c['plain_over_torch']:.2f}    tiled / torch = {c['tiled_over_torch']:.2f}"
+                     f"    (outputs agree: {c['torch_matches_plain']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15, help="timing rounds (default 15)")
+    parser.add_argument("--output", type=Path, default=HERE / "results.json", help="where to write the JSON")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
+    parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
+    args = parser.parse_args(argv)
+    if args.torch_worker:
+        torch_worker(args.torch_worker, args.repeats)
+        return 0
+    started = time.perf_counter()
+    repeats = 2 if args.quick else args.repeats
+    results = {"machine": machine()}
+    results["plain_vs_matmul"], case_1 = bench_plain_vs_matmul(repeats)
+    results["tiled_memory"] = bench_tiled_memory(2048 if args.quick else 16384, 512 if args.quick else 4096)
+    results["tiled_time"], case_3 = bench_tiled_time(1024 if args.quick else 4096, max(2, repeats // 2))
+    add_torch(results, {"plain_vs_matmul": case_1, "tiled_time": case_3}, repeats)
+    results["goals"] = {
+        "plain_over_matmul": GOALS["plain_over_matmul"],
+        "plain_over_matmul_met": results["plain_vs_matmul"]["plain_over_matmul"] <= GOALS["plain_over_matmul"],
+        "tiled_peak_mib": GOALS["tiled_peak_mib"],
+        "tiled_peak_met": results["tiled_memory"]["tiled_peak_mib"] <= GOALS["tiled_peak_mib"],
+    }
+    results["benchmark_seconds"] = round(time.perf_counter() - started, 1)
+    print(report(results))
+    print(f"\nfinished in {results['benchmark_seconds']:.0f} s; figures written to {args.output}")
+    args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,262 @@
+"""The key-value cache of autoregressive decoding: keys and values are computed once per token.
+
+A causal model generates a sequence one token at a time. At step ``s`` the new token's query must be
+compared with the keys of all ``s`` tokens so far and must average their values. Those keys and
+values do not change from step to step (the causal mask guarantees that a position never sees later
+ones), so they can be kept in a cache that grows by one row per step, instead of being recomputed
+from the whole prefix at every step.
+
+Three strategies decode the same sequence to the same outputs (up to rounding):
+
+* ``"cache"``: project only the new token, append its key and value to the cache, attend once;
+* ``"recompute_kv"``: project the new token's query, but recompute the keys and values of the whole
+  prefix at every step;
+* ``"recompute_all"``: rerun causal self-attention over the whole prefix at every step and keep the
+  last row (what calling a model on the prefix without a cache does).
+
+:func:`decode` counts the multiply-adds of the matrix products it performs;
+:func:`decode_multiply_adds` gives the same counts in closed form.
+
+>>> import numpy as np
+>>> from attnbook import causal_mask, self_attention
+>>> rng = np.random.default_rng(0)
+>>> x = rng.standard_normal((5, 8))                               # (t, d_model)
+>>> w_q, w_k, w_v = rng.standard_normal((3, 8, 4))                # each (d_model, d_k)
+>>> cached = decode(x, w_q, w_k, w_v, strategy="cache")
+>>> full = self_attention(x, w_q, w_k, w_v, mask=causal_mask(5)).output
+>>> bool(np.allclose(cached.outputs, full)), cached.multiply_adds
+(True, 600)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention
+from .masks import causal_mask
+from .projections import _checked_projection
+from .validation import as_float_array, check_min_ndim, check_positive_int
+
+__all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_multiply_adds", "decode_step",
+           "kv_cache_bytes"]
+
+STRATEGIES = ("cache", "recompute_kv", "recompute_all")
+
+
+class KVCache:
+    """Keys and values of the tokens decoded so far, in buffers preallocated for ``capacity`` tokens.
+
+    Appending writes one row into the buffers: no copy of the earlier rows, so ``t`` appends move
+    ``O(t d)`` numbers (growing an array with ``np.concatenate`` at every step would copy
+    ``O(t^2 d)``). ``keys`` and ``values`` are views of the filled rows.
+
+    >>> cache = KVCache(capacity=4, d_k=2, d_v=3)
+    >>> cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    >>> len(cache), cache.keys.shape, cache.values.shape
+    (1, (1, 2), (1, 3))
+    >>> for _ in range(3):
+    ...     cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    >>> cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache is full (capacity 4 tokens); create it with a larger capacity
+    """
+
+    def __init__(self, capacity: int, d_k: int, d_v: int, batch_shape=(), dtype=np.float64):
+        capacity = check_positive_int(capacity, "capacity")
+        d_k = check_positive_int(d_k, "d_k")
+        d_v = check_positive_int(d_v, "d_v")
+        self.batch_shape = tuple(int(size) for size in batch_shape)
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+        self._keys = np.zeros(self.batch_shape + (capacity, d_k), dtype=dtype)  # (..., capacity, d_k)
+        self._values = np.zeros(self.batch_shape + (capacity, d_v), dtype=dtype)  # (..., capacity, d_v)
+        self.capacity = capacity
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._keys[..., : self.length, :]  # (..., length, d_k)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._values[..., : self.length, :]  # (..., length, d_v)
+
+    def append(self, k_new, v_new) -> None:
+        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token."""
+        k_new = as_float_array(k_new, "k_new")  # (..., 1, d_k)
+        v_new = as_float_array(v_new, "v_new")  # (..., 1, d_v)
+        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
+            expected = self.batch_shape + (1, buffer.shape[-1])
+            if array.shape != expected:
+                raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+        if self.length == self.capacity:
+            raise ValueError(
+                f"the cache is full (capacity {self.capacity} tokens); create it with a larger capacity"
+            )
+        self._keys[..., self.length, :] = k_new[..., 0, :]  # (..., d_k)
+        self._values[..., self.length, :] = v_new[..., 0, :]  # (..., d_v)
+        self.length += 1
+
+
+class DecodeResult(NamedTuple):
+    """Outputs of every decoding step and the multiply-adds of the matrix products performed."""
+
+    outputs: np.ndarray  # (..., t, d_v)
+    multiply_adds: int
+
+
+def _checked_inputs(x, w_q, w_k, w_v):
+    x = as_float_array(x, "x")  # (..., t, d_model)
+    check_min_ndim(x, "x", 2, "(..., t, d_model)")
+    d_model = x.shape[-1]
+    w_q = _checked_projection(w_q, "w_q", d_model, x.shape)  # (d_model, d_k)
+    w_k = _checked_projection(w_k, "w_k", d_model, x.shape)  # (d_model, d_k)
+    w_v = _checked_projection(w_v, "w_v", d_model, x.shape)  # (d_model, d_v)
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(
+            f"w_q has shape {w_q.shape} but w_k has shape {w_k.shape}; queries and keys need the same d_k"
+        )
+    return x, w_q, w_k, w_v
+
+
+def _macs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> int:
+    """Multiply-adds of the matrix product of arrays of these shapes: batch * rows * inner * cols."""
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    return math.prod(batch) * a_shape[-2] * a_shape[-1] * b_shape[-1]
+
+
+def _attention_macs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
+    """Multiply-adds of attention's two products: ``q k^T`` (n_q n_k d_k) and ``weights v`` (n_q n_k d_v)."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    return math.prod(batch) * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
+def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v) -> tuple[np.ndarray, int]:
+    q = x_new @ w_q  # (..., 1, d_k)
+    k = x_new @ w_k  # (..., 1, d_k)
+    v = x_new @ w_v  # (..., 1, d_v)
+    cache.append(k, v)
+    keys, values = cache.keys, cache.values  # (..., s, d_k), (..., s, d_v)
+    out = scaled_dot_product_attention(q, keys, values).output  # (..., 1, d_v)
+    macs = sum(_macs(x_new.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, keys, values)
+    return out, macs
+
+
+def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
+    """One decoding step with a cache: project the new token ``x_new`` ``(..., 1, d_model)``, append
+    its key and value to ``cache``, and return its attention output ``(..., 1, d_v)`` over all
+    tokens so far.
+
+    >>> w = np.eye(2)
+    >>> cache = KVCache(capacity=3, d_k=2, d_v=2)
+    >>> print(decode_step(cache, [[1.0, 0.0]], w, w, w))      # the first token sees only itself
+    [[1. 0.]]
+    """
+    x_new, w_q, w_k, w_v = _checked_inputs(x_new, w_q, w_k, w_v)
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if x_new.shape[-2] != 1:
+        raise ValueError(f"x_new has shape {x_new.shape}; a decoding step takes one token, (..., 1, d_model)")
+    return _step(cache, x_new, w_q, w_k, w_v)[0]
+
+
+def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
+    """Decode the tokens ``x`` ``(..., t, d_model)`` one step at a time with one causal attention head.
+
+    Step ``s`` (``s = 1 .. t``) produces the output of token ``s`` from tokens ``1 .. s`` only; the
+    ``t`` outputs equal causal :func:`attnbook.self_attention` over the whole sequence. ``strategy``
+    is ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring). Returns the
+    outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products performed
+    (projections, ``q k^T`` and ``weights @ v``; the softmax's exponentials are not counted).
+
+    >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2)), strategy="fast")
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy must be one of ('cache', 'recompute_kv', 'recompute_all'), got 'fast'
+    """
+    x, w_q, w_k, w_v = _checked_inputs(x, w_q, w_k, w_v)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    t = x.shape[-2]
+    dtype = np.result_type(x, w_q, w_k, w_v)
+    outputs = np.empty(x.shape[:-1] + (w_v.shape[1],), dtype=dtype)  # (..., t, d_v)
+    macs = 0
+    cache = KVCache(max(t, 1), w_k.shape[1], w_v.shape[1], x.shape[:-2], dtype) if strategy == "cache" else None
+    for s in range(1, t + 1):
+        x_new = x[..., s - 1 : s, :]  # (..., 1, d_model)
+        if strategy == "cache":
+            out, step_macs = _step(cache, x_new, w_q, w_k, w_v)  # (..., 1, d_v)
+        elif strategy == "recompute_kv":
+            prefix = x[..., :s, :]  # (..., s, d_model)
+            q = x_new @ w_q  # (..., 1, d_k)
+            k = prefix @ w_k  # (..., s, d_k): recomputed for the whole prefix
+            v = prefix @ w_v  # (..., s, d_v)
+            out = scaled_dot_product_attention(q, k, v).output  # (..., 1, d_v)
+            step_macs = (_macs(x_new.shape, w_q.shape) + _macs(prefix.shape, w_k.shape)
+                         + _macs(prefix.shape, w_v.shape) + _attention_macs(q, k, v))
+        else:
+            prefix = x[..., :s, :]  # (..., s, d_model)
+            q = prefix @ w_q  # (..., s, d_k)
+            k = prefix @ w_k  # (..., s, d_k)
+            v = prefix @ w_v  # (..., s, d_v)
+            out = scaled_dot_product_attention(q, k, v, mask=causal_mask(s)).output[..., -1:, :]  # (..., 1, d_v)
+            step_macs = sum(_macs(prefix.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, k, v)
+        outputs[..., s - 1 : s, :] = out
+        macs += step_macs
+    return DecodeResult(outputs, int(macs))
+
+
+def decode_multiply_adds(t: int, d_model: int, d_k: int, d_v: int, strategy: str = "cache",
+                         batch: int = 1) -> int:
+    """Closed form of :func:`decode`'s multiply-add count for ``t`` tokens (``batch`` sequences).
+
+    With ``P = d_model (2 d_k + d_v)`` (the projections of one token) and ``T2 = t (t + 1) / 2``:
+
+    * cache: ``t P + (d_k + d_v) T2``, about ``(d_k + d_v) t^2 / 2`` for long sequences;
+    * recompute_kv: ``t d_model d_k + (d_model (d_k + d_v) + d_k + d_v) T2``;
+    * recompute_all: ``P T2 + (d_k + d_v) t (t + 1) (2 t + 1) / 6``, about ``(d_k + d_v) t^3 / 3``.
+
+    >>> decode_multiply_adds(5, 8, 4, 4, "cache"), decode_multiply_adds(5, 8, 4, 4, "recompute_all")
+    (600, 1880)
+    """
+    t = check_positive_int(t, "t", minimum=0)
+    d_model = check_positive_int(d_model, "d_model")
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = check_positive_int(d_v, "d_v")
+    batch = check_positive_int(batch, "batch", minimum=0)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    per_token = d_model * (2 * d_k + d_v)
+    pairs = t * (t + 1) // 2  # sum of s for s = 1 .. t
+    squares = t * (t + 1) * (2 * t + 1) // 6  # sum of s^2 for s = 1 .. t
+    if strategy == "cache":
+        count = t * per_token + (d_k + d_v) * pairs
+    elif strategy == "recompute_kv":
+        count = t * d_model * d_k + (d_model * (d_k + d_v) + d_k + d_v) * pairs
+    else:
+        count = per_token * pairs + (d_k + d_v) * squares
+    return batch * count
+
+
+def kv_cache_bytes(n_tokens: int, n_layers: int, n_heads: int, d_head: int, itemsize: int = 2,
+                   batch: int = 1) -> int:
+    """Bytes a KV cache holds: a key and a value of ``d_head`` numbers per token, head and layer.
+
+    ``2 * batch * n_layers * n_heads * n_tokens * d_head * itemsize`` (itemsize 2 for float16).
+
+    >>> kv_cache_bytes(n_tokens=1024, n_layers=12, n_heads=12, d_head=64) / 2**20   # MiB
+    36.0
+    """
+    sizes = {"n_tokens": n_tokens, "n_layers": n_layers, "n_heads": n_heads, "d_head": d_head,
+             "itemsize": itemsize, "batch": batch}
+    checked = {name: check_positive_int(value, name, minimum=0 if name == "n_tokens" else 1)
+               for name, value in sizes.items()}
+    return 2 * math.prod(checked.values())

@@ -1,0 +1,189 @@
+"""Tiled attention (FlashAttention-style): exact attention without ever holding the n_q x n_k weights.
+
+The queries are cut into blocks of ``block_q`` rows and the keys and values into blocks of
+``block_k`` rows. For one block of queries, the key blocks are visited in turn; each visit computes
+a ``(block_q, block_k)`` tile of scores, folds it into the running maximum, normaliser and output of
+the online softmax (:mod:`attnbook.online_softmax`), and throws the tile away. Memory beyond the
+inputs and the output is a few tiles, whatever ``n``; the result equals
+:func:`attnbook.scaled_dot_product_attention`'s output up to rounding.
+
+Tiles in which the mask allows no query-key pair are skipped without computing their scores
+(:func:`tile_plan`); with ``causal=True`` that is every tile above the diagonal, and the causal mask
+is made tile by tile, so no ``n x n`` boolean array is needed either.
+
+>>> import numpy as np
+>>> from attnbook import scaled_dot_product_attention
+>>> rng = np.random.default_rng(0)
+>>> q, k, v = rng.standard_normal((3, 2, 10, 4))                  # each (heads, n, d)
+>>> out = tiled_attention(q, k, v, causal=True, block_q=3, block_k=4)
+>>> out.shape
+(2, 10, 4)
+>>> from attnbook import causal_mask
+>>> bool(np.allclose(out, scaled_dot_product_attention(q, k, v, mask=causal_mask(10)).output))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attention import _checked_qk, _checked_scale
+from .online_softmax import _update, online_softmax_finish, online_softmax_init
+from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim, check_positive_int
+
+__all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]
+
+SKIPPED, PARTIAL, FULL = 0, 1, 2  # tile_plan's codes: no allowed pair / some allowed / all allowed
+
+
+def _checked_mask(mask, n_q: int, n_k: int) -> np.ndarray:
+    mask = as_bool_mask(mask)  # (..., n_q | 1, n_k | 1)
+    check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
+    if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
+        raise ValueError(
+            f"mask has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}); "
+            "the mask must broadcast to them"
+        )
+    return mask
+
+
+def _mask_tile(mask: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
+    """The tile ``mask[..., rows, cols]`` of a mask whose last two axes may be broadcast (size 1)."""
+    rows = rows if mask.shape[-2] > 1 else slice(None)
+    cols = cols if mask.shape[-1] > 1 else slice(None)
+    return mask[..., rows, cols]  # (..., block_q | 1, block_k | 1)
+
+
+def _causal_tile(rows: slice, cols: slice, offset: int) -> np.ndarray:
+    """Causal mask of one tile: query i sees key j when j <= i + offset (offset = n_k - n_q)."""
+    query_pos = np.arange(rows.start, rows.stop)[:, None] + offset  # (block_q, 1)
+    key_pos = np.arange(cols.start, cols.stop)[None, :]  # (1, block_k)
+    return key_pos <= query_pos  # (block_q, block_k)
+
+
+def _checked_blocks(n_q: int, n_k: int, block_q, block_k, causal) -> tuple[int, int, bool]:
+    block_q = check_positive_int(block_q, "block_q")
+    block_k = check_positive_int(block_k, "block_k")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    if causal and n_k < n_q:
+        raise ValueError(
+            f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries"
+        )
+    return block_q, block_k, bool(causal)
+
+
+def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) -> np.ndarray:
+    tiles_q, tiles_k = -(-n_q // block_q), -(-n_k // block_k)
+    plan = np.full((tiles_q, tiles_k), FULL, dtype=np.int8)  # (tiles_q, tiles_k)
+    offset = n_k - n_q
+    for a in range(tiles_q):
+        rows = slice(a * block_q, min((a + 1) * block_q, n_q))
+        for b in range(tiles_k):
+            cols = slice(b * block_k, min((b + 1) * block_k, n_k))
+            if causal:
+                if cols.start > rows.stop - 1 + offset:  # the first key is after the last query's horizon
+                    plan[a, b] = SKIPPED
+                    continue
+                if cols.stop - 1 > rows.start + offset:  # the last key is after the first query's horizon
+                    plan[a, b] = PARTIAL
+            if mask is not None:
+                tile = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
+                if causal and plan[a, b] == PARTIAL:
+                    tile = tile & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
+                if not tile.any():
+                    plan[a, b] = SKIPPED
+                elif not tile.all():
+                    plan[a, b] = PARTIAL
+    return plan
+
+
+def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = False, mask=None) -> np.ndarray:
+    """Which tiles :func:`tiled_attention` computes: an int8 array ``(ceil(n_q/block_q), ceil(n_k/block_k))``.
+
+    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0) when
+    no query of the block may attend to any key of the block (the tile is never computed),
+    ``PARTIAL`` (1) when some pairs are masked, ``FULL`` (2) when all are allowed. With a batched
+    ``mask``, a tile is skipped only if no batch entry allows a pair in it, and full only if every
+    batch entry allows every pair.
+
+    >>> tile_plan(6, 6, 2, 2, causal=True).tolist()
+    [[1, 0, 0], [2, 1, 0], [2, 2, 1]]
+    >>> tile_plan(5, 5, 2, 3).tolist()
+    [[2, 2], [2, 2], [2, 2]]
+    """
+    n_q = check_positive_int(n_q, "n_q", minimum=0)
+    n_k = check_positive_int(n_k, "n_k", minimum=0)
+    block_q, block_k, causal = _checked_blocks(n_q, n_k, block_q, block_k, causal)
+    if mask is not None:
+        mask = _checked_mask(mask, n_q, n_k)
+    return _plan(n_q, n_k, block_q, block_k, causal, mask)
+
+
+def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, block_q: int = 128,
+                    block_k: int = 1024) -> np.ndarray:
+    """Exact scaled dot-product attention, computed tile by tile; returns the output ``(..., n_q, d_v)``.
+
+    Parameters
+    ----------
+    q, k, v, mask, scale : as in :func:`attnbook.scaled_dot_product_attention` (shapes
+        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may
+        attend, broadcasting to ``(..., n_q, n_k)``; leading dimensions broadcast).
+    causal : also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
+    block_q, block_k : rows per query block and per key block; any positive sizes (they need not
+        divide ``n_q`` or ``n_k``).
+
+    Unlike ``scaled_dot_product_attention`` it returns no weights: never forming the
+    ``(..., n_q, n_k)`` weight matrix is the point. A query with no allowed key gets a zero output,
+    the package's convention. Computed, like ``scaled_dot_product_attention``, in the widest float
+    type of q, k and v, and at least in float32.
+
+    >>> out = tiled_attention(np.eye(2), 2 * np.eye(2), np.eye(2), block_q=1, block_k=1)
+    >>> print(np.round(out, 4))
+    [[0.8044 0.1956]
+     [0.1956 0.8044]]
+    >>> tiled_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), block_k=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: block_k must be at least 1, got 0
+    """
+    q, k = _checked_qk(q, k)  # (..., n_q, d_k), (..., n_k, d_k)
+    v = as_float_array(v, "v")  # (..., n_k, d_v)
+    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
+            "of positions n_k (second-to-last dimension)"
+        )
+    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
+    block_q, block_k, causal = _checked_blocks(n_q, n_k, block_q, block_k, causal)
+    shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
+    if mask is not None:
+        mask = _checked_mask(mask, n_q, n_k)  # (..., n_q | 1, n_k | 1)
+        shapes["mask"] = mask.shape[:-2]
+    batch = broadcast_batch_shapes(shapes)
+    factor = _checked_scale(scale, q.shape[-1])
+    dtype = np.result_type(q, k, v, np.float32)  # compute and output type, as scaled_dot_product_attention's
+    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+    plan = _plan(n_q, n_k, block_q, block_k, causal, mask)  # (tiles_q, tiles_k)
+    offset = n_k - n_q
+    output = np.empty(batch + (n_q, d_v), dtype=dtype)  # (..., n_q, d_v)
+    for a, i0 in enumerate(range(0, n_q, block_q)):
+        rows = slice(i0, min(i0 + block_q, n_q))
+        q_block = q[..., rows, :] * np.asarray(factor, dtype=dtype)  # (..., block_q, d_k), pre-scaled
+        state = online_softmax_init(batch + (rows.stop - rows.start,), d_v, dtype)  # (..., block_q, 1 | d_v)
+        for b, j0 in enumerate(range(0, n_k, block_k)):
+            if plan[a, b] == SKIPPED:
+                continue
+            cols = slice(j0, min(j0 + block_k, n_k))
+            scores = q_block @ np.swapaxes(k[..., cols, :], -1, -2)  # (..., block_q, block_k)
+            allowed = None
+            if plan[a, b] == PARTIAL:
+                allowed = True
+                if mask is not None:
+                    allowed = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
+                if causal:
+                    allowed = allowed & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
+            state = _update(state, scores, v[..., cols, :], allowed)  # scores is overwritten
+        output[..., rows, :] = online_softmax_finish(state)  # (..., block_q, d_v)
+    return output
