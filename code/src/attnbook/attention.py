@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -132,7 +134,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     flat_w = weights.reshape(n_batch, n_q, n_k)  # (B, n_q, n_k), a view
     flat_o = output.reshape(n_batch, n_q, v.shape[-1])  # (B, n_q, d_v), a view
     flat_m = None if mask is None else np.broadcast_to(mask, batch + (n_q, n_k)).reshape(n_batch, n_q, n_k)
-    # Work through the batch in chunks of about 2**20 scores, so that the softmax passes over a chunk
+    # Work through the batch in chunks of about 2**22 scores, so that the softmax passes over a chunk
     # run in cache; every pass writes in place into the weights that are returned.
     step = max(1, _CHUNK_SCORES // max(1, n_q * n_k))
     # |q_i . k_j| <= |q_i| max_j |k_j| bounds every score of row i; where that bound is small, exp cannot
@@ -148,7 +150,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     return AttentionResult(output, weights)
 
 
-_CHUNK_SCORES = 1 << 20
+_CHUNK_SCORES = 1 << 22
 
 
 def _flat_batch(x: np.ndarray, batch: tuple[int, ...], dtype) -> np.ndarray:
@@ -184,8 +186,33 @@ def _softmax_rows_in_place(scores: np.ndarray, allowed, bound: np.ndarray) -> No
 
 
 def _normalise_exp_in_place(scores: np.ndarray) -> None:
-    """``scores <- exp(scores) / row sums``; rows that are all ``-inf`` (fully masked) become 0."""
-    np.exp(scores, out=scores)  # (b, n_q, n_k)
-    totals = scores.sum(axis=-1, keepdims=True)  # (b, n_q, 1), 0 only for fully masked rows
+    """``scores <- exp(scores) / row sums``; rows that are all ``-inf`` (fully masked) become 0.
+
+    The work is row-local, so large chunks are split by rows over the machine's cores (numpy
+    releases the GIL inside ufuncs); each row is computed the same way whatever the split.
+    """
+    n_rows = scores.shape[-2]
+    if _WORKERS > 1 and scores.size >= _PARALLEL_FROM and n_rows >= _WORKERS:
+        cuts = np.linspace(0, n_rows, _WORKERS + 1).astype(int)  # (workers + 1,)
+        parts = [scores[..., a:b, :] for a, b in zip(cuts[:-1], cuts[1:])]
+        list(_pool().map(_normalise_rows, parts))
+    else:
+        _normalise_rows(scores)
+
+
+def _normalise_rows(scores: np.ndarray) -> None:
+    np.exp(scores, out=scores)  # (b, rows, n_k)
+    totals = scores.sum(axis=-1, keepdims=True)  # (b, rows, 1), 0 only for fully masked rows
     np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
     scores *= totals  # rows sum to 1, fully masked rows stay 0
+
+
+_WORKERS = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
+_PARALLEL_FROM = 1 << 18  # below this many scores, thread hand-off costs more than it saves
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="attnbook-softmax"))
+    return _POOL[0]
