@@ -137,15 +137,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     # Work through the batch in chunks of about 2**22 scores, so that the softmax passes over a chunk
     # run in cache; every pass writes in place into the weights that are returned.
     step = max(1, _CHUNK_SCORES // max(1, n_q * n_k))
-    # |q_i . k_j| <= |q_i| max_j |k_j| bounds every score of row i; where that bound is small, exp cannot
-    # overflow or underflow to 0 and the subtraction of the row maximum can be skipped (an O(n d) test).
-    with np.errstate(over="ignore"):
-        bound = np.linalg.norm(flat_q, axis=-1) * np.linalg.norm(flat_k, axis=-1).max(axis=-1, initial=0)[:, None]  # (B, n_q)
     for start in range(0, flat_w.shape[0], step):
         part = slice(start, start + step)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected in the softmax below
             scores = np.matmul(flat_q[part], np.swapaxes(flat_k[part], -1, -2), out=flat_w[part])  # (b, n_q, n_k)
-        _softmax_rows_in_place(scores, None if flat_m is None else flat_m[part], bound[part])
+        _softmax_rows_in_place(scores, None if flat_m is None else flat_m[part])
         np.matmul(scores, flat_v[part], out=flat_o[part])  # (b, n_q, d_v); n_k = 0 gives zeros
     return AttentionResult(output, weights)
 
@@ -159,21 +155,30 @@ def _flat_batch(x: np.ndarray, batch: tuple[int, ...], dtype) -> np.ndarray:
     return full.reshape((math.prod(batch),) + x.shape[-2:])  # (B, rows, cols); copies only when broadcasting
 
 
-_SAFE_EXP_BOUND = 80.0  # exp(±80) is finite and non-zero in float32 (and float64)
+def _softmax_rows_in_place(scores: np.ndarray, allowed) -> None:
+    """Masked softmax along the last axis, overwriting ``scores`` ``(b, n_q, n_k)`` (finite products of
+    finite inputs unless they overflowed). Same conventions as :func:`attnbook.softmax`.
 
-
-def _softmax_rows_in_place(scores: np.ndarray, allowed, bound: np.ndarray) -> None:
-    """Masked softmax along the last axis, overwriting ``scores`` (which hold finite products of finite
-    inputs unless they overflowed); ``bound`` ``(b, n_q)`` bounds the absolute scores of each row.
-    Same conventions as :func:`attnbook.softmax`."""
+    The work is row-local, so large chunks are split by rows over the machine's cores (numpy
+    releases the GIL inside ufuncs); every row is computed the same way whatever the split, so a
+    row's result never depends on what else is in the batch.
+    """
     if scores.shape[-1] == 0:  # no keys at all: nothing to normalise, like a fully masked row
         return
+    n_rows = scores.shape[-2]
+    if _WORKERS > 1 and scores.size >= _PARALLEL_FROM and n_rows >= _WORKERS:
+        cuts = np.linspace(0, n_rows, _WORKERS + 1).astype(int)  # (workers + 1,)
+        rows = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+        jobs = [(scores[..., r, :], None if allowed is None else allowed[..., r, :]) for r in rows]
+        list(_pool().map(lambda job: _softmax_rows(*job), jobs))
+    else:
+        _softmax_rows(scores, allowed)
+
+
+def _softmax_rows(scores: np.ndarray, allowed) -> None:
     if allowed is not None:
-        np.copyto(scores, -np.inf, where=~allowed)  # (b, n_q, n_k)
-    if np.all(bound <= _SAFE_EXP_BOUND):
-        _normalise_exp_in_place(scores)
-        return
-    row_max = scores.max(axis=-1, keepdims=True)  # (b, n_q, 1)
+        np.copyto(scores, -np.inf, where=~allowed)  # (b, rows, n_k)
+    row_max = scores.max(axis=-1, keepdims=True)  # (b, rows, 1)
     if not np.all(np.isfinite(row_max)):
         if np.any(np.isnan(row_max) | np.isposinf(row_max)) or (allowed is None and np.any(np.isneginf(row_max))):
             raise ValueError(
@@ -181,26 +186,7 @@ def _softmax_rows_in_place(scores: np.ndarray, allowed, bound: np.ndarray) -> No
                 f"{scores.dtype}; scale q and k down or compute in float64"
             )
         row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
-    scores -= row_max  # every entry <= 0
-    _normalise_exp_in_place(scores)
-
-
-def _normalise_exp_in_place(scores: np.ndarray) -> None:
-    """``scores <- exp(scores) / row sums``; rows that are all ``-inf`` (fully masked) become 0.
-
-    The work is row-local, so large chunks are split by rows over the machine's cores (numpy
-    releases the GIL inside ufuncs); each row is computed the same way whatever the split.
-    """
-    n_rows = scores.shape[-2]
-    if _WORKERS > 1 and scores.size >= _PARALLEL_FROM and n_rows >= _WORKERS:
-        cuts = np.linspace(0, n_rows, _WORKERS + 1).astype(int)  # (workers + 1,)
-        parts = [scores[..., a:b, :] for a, b in zip(cuts[:-1], cuts[1:])]
-        list(_pool().map(_normalise_rows, parts))
-    else:
-        _normalise_rows(scores)
-
-
-def _normalise_rows(scores: np.ndarray) -> None:
+    scores -= row_max  # every entry <= 0, so exp cannot overflow
     np.exp(scores, out=scores)  # (b, rows, n_k)
     totals = scores.sum(axis=-1, keepdims=True)  # (b, rows, 1), 0 only for fully masked rows
     np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0

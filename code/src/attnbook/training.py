@@ -1,0 +1,430 @@
+"""A tiny attention model trained with hand-derived gradients on associative recall.
+
+The task: a sequence shows ``n_pairs`` (key, value) pairs, then asks for the value of one of its
+keys. Each pair is one token, the concatenation of a one-hot key and a one-hot value; a query token
+carries a one-hot key and zeros in the value part. The answer's position changes from sequence to
+sequence, so no fixed weighting of the positions can solve the task: the model has to *look up* the
+pair whose key matches the query, which is what attention does.
+
+The model is one (multi-head) cross-attention layer from the query tokens to the pair tokens,
+followed by a linear read-out to one logit per value symbol:
+
+    Q = X_q W_Q,  K = X_c W_K,  V = X_c W_V,  O = Attention(Q, K, V),  logits = O W_O.
+
+:func:`recall_loss_and_gradients` runs the forward pass, the cross-entropy loss and the backward
+pass of :mod:`attnbook.gradients`; :func:`adam_step` and :func:`sgd_step` update the parameters;
+:func:`train_recall` puts it together, with seeded data, and records the attention on a probe batch.
+
+>>> run = train_recall(n_steps=150, seed=0)
+>>> bool(run.losses[-10:].mean() < run.losses[:10].mean() / 4)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention
+from .gradients import _attention_backward, cross_entropy, cross_entropy_backward, linear_backward
+from .multihead import merge_heads, split_heads
+from .validation import as_float_array, check_positive_int
+
+__all__ = [
+    "AdamState",
+    "RecallBatch",
+    "RecallForward",
+    "RecallGradients",
+    "RecallParameters",
+    "TrainingRun",
+    "adam_step",
+    "associative_recall_batch",
+    "init_adam",
+    "init_recall_model",
+    "recall_accuracy",
+    "recall_forward",
+    "recall_loss_and_gradients",
+    "sgd_step",
+    "steps_to_loss",
+    "train_recall",
+]
+
+
+class RecallBatch(NamedTuple):
+    """A batch of associative-recall sequences (``d_in = n_keys + n_values``)."""
+
+    context: np.ndarray  # (batch, n_pairs, d_in): one-hot key, then one-hot value
+    queries: np.ndarray  # (batch, n_queries, d_in): one-hot key, value part zero
+    targets: np.ndarray  # (batch, n_queries): the value symbol paired with each query key
+    keys: np.ndarray  # (batch, n_pairs): key symbols, distinct within a sequence
+    values: np.ndarray  # (batch, n_pairs): value symbols
+    answer_positions: np.ndarray  # (batch, n_queries): the pair holding each query's key
+
+
+class RecallParameters(NamedTuple):
+    """The learned matrices of the recall model; convention ``y = x @ W`` (rows are tokens)."""
+
+    w_q: np.ndarray  # (d_in, d_k): query projection
+    w_k: np.ndarray  # (d_in, d_k): key projection
+    w_v: np.ndarray  # (d_in, d_v): value projection
+    w_o: np.ndarray  # (d_v, n_values): read-out to one logit per value symbol
+
+
+class RecallForward(NamedTuple):
+    """Everything the forward pass computes; the backward pass reuses it."""
+
+    logits: np.ndarray  # (batch, n_queries, n_values)
+    weights: np.ndarray  # (batch, n_heads, n_queries, n_pairs)
+    q: np.ndarray  # (batch, n_heads, n_queries, d_k / n_heads)
+    k: np.ndarray  # (batch, n_heads, n_pairs, d_k / n_heads)
+    v: np.ndarray  # (batch, n_heads, n_pairs, d_v / n_heads)
+    attended: np.ndarray  # (batch, n_queries, d_v): the heads' outputs, concatenated
+
+
+class RecallGradients(NamedTuple):
+    """What :func:`recall_loss_and_gradients` returns: ``loss, grads, forward, score_grads = ...``."""
+
+    loss: float  # mean cross-entropy of the batch
+    grads: RecallParameters  # dL/dW for every parameter, shaped like it
+    forward: RecallForward  # the forward pass the gradients were computed from
+    score_grads: np.ndarray  # (batch, n_heads, n_queries, n_pairs): dL/dS for the scaled scores
+
+
+class AdamState(NamedTuple):
+    """Running moments of Adam, one array per parameter, and the number of steps taken."""
+
+    m: tuple  # first moments, shaped like the parameters
+    v: tuple  # second moments, shaped like the parameters
+    step: int
+
+
+class TrainingRun(NamedTuple):
+    """What :func:`train_recall` returns."""
+
+    parameters: RecallParameters  # after the last step
+    initial: RecallParameters  # before the first step
+    losses: np.ndarray  # (n_steps,): training loss of each step's batch, before its update
+    snapshot_steps: np.ndarray  # (n_snapshots,): steps at which the probe was recorded
+    snapshots: np.ndarray  # (n_snapshots, probe batch, n_heads, n_queries, n_pairs): probe weights
+    probe_accuracy: np.ndarray  # (n_snapshots,): accuracy on the probe batch at those steps
+
+
+def _rng(seed) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or a numpy Generator, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8, n_values: int = 8,
+                             n_queries: int = 1, seed=0) -> RecallBatch:
+    """Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
+
+    Keys are drawn without replacement from ``n_keys`` symbols (so each query has one answer),
+    values with replacement from ``n_values`` symbols; the queried keys are distinct pairs of the
+    sequence, chosen at random. ``seed`` is an integer or a ``numpy.random.Generator``.
+
+    >>> batch = associative_recall_batch(2, n_pairs=3, n_keys=5, n_values=4, seed=0)
+    >>> batch.context.shape, batch.queries.shape, batch.targets.shape
+    ((2, 3, 9), (2, 1, 9), (2, 1))
+    >>> bool(np.all(batch.values[np.arange(2)[:, None], batch.answer_positions] == batch.targets))
+    True
+    >>> associative_recall_batch(1, n_pairs=5, n_keys=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_pairs = 5 needs at least 5 distinct keys, but n_keys = 4
+    """
+    n_sequences = check_positive_int(n_sequences, "n_sequences")
+    n_pairs = check_positive_int(n_pairs, "n_pairs")
+    n_keys = check_positive_int(n_keys, "n_keys")
+    n_values = check_positive_int(n_values, "n_values")
+    n_queries = check_positive_int(n_queries, "n_queries")
+    if n_pairs > n_keys:
+        raise ValueError(f"n_pairs = {n_pairs} needs at least {n_pairs} distinct keys, but n_keys = {n_keys}")
+    if n_queries > n_pairs:
+        raise ValueError(f"n_queries = {n_queries} is more than n_pairs = {n_pairs}; each query asks "
+                         "for a different pair")
+    rng = _rng(seed)
+    keys = np.argsort(rng.random((n_sequences, n_keys)), axis=1)[:, :n_pairs]  # (batch, n_pairs)
+    values = rng.integers(0, n_values, size=(n_sequences, n_pairs))  # (batch, n_pairs)
+    positions = np.argsort(rng.random((n_sequences, n_pairs)), axis=1)[:, :n_queries]  # (batch, n_q)
+    rows = np.arange(n_sequences)[:, None]  # (batch, 1)
+    d_in = n_keys + n_values
+    context = np.zeros((n_sequences, n_pairs, d_in))  # (batch, n_pairs, d_in)
+    pair_index = np.arange(n_pairs)[None, :]  # (1, n_pairs)
+    context[rows, pair_index, keys] = 1.0
+    context[rows, pair_index, n_keys + values] = 1.0
+    queries = np.zeros((n_sequences, n_queries, d_in))  # (batch, n_q, d_in)
+    queries[rows, np.arange(n_queries)[None, :], keys[rows, positions]] = 1.0
+    targets = values[rows, positions]  # (batch, n_q)
+    return RecallBatch(context, queries, targets, keys, values, positions)
+
+
+def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: int = 16, seed: int = 0,
+                      init_std: float = 1.0) -> RecallParameters:
+    """Seeded random parameters: ``W_Q, W_K, W_V`` normal with standard deviation ``init_std``.
+
+    With one-hot tokens, a query is one row of ``W_Q`` and a key the sum of two rows of ``W_K``, so
+    with ``init_std = 1`` their components have variance 1 and 2 and an unscaled score ``q . k`` has
+    variance ``2 d_k``: the regime of the variance argument for dividing by ``sqrt(d_k)``. The
+    read-out ``W_O`` is normal with variance ``1 / d_v``.
+
+    >>> p = init_recall_model(n_keys=5, n_values=3, d_k=4, d_v=6)
+    >>> p.w_q.shape, p.w_v.shape, p.w_o.shape
+    ((8, 4), (8, 6), (6, 3))
+    """
+    n_keys = check_positive_int(n_keys, "n_keys")
+    n_values = check_positive_int(n_values, "n_values")
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = check_positive_int(d_v, "d_v")
+    if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std > 0:
+        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+    rng = _rng(seed)
+    d_in = n_keys + n_values
+    w_q = init_std * rng.standard_normal((d_in, d_k))  # (d_in, d_k)
+    w_k = init_std * rng.standard_normal((d_in, d_k))  # (d_in, d_k)
+    w_v = init_std * rng.standard_normal((d_in, d_v))  # (d_in, d_v)
+    w_o = rng.standard_normal((d_v, n_values)) / math.sqrt(d_v)  # (d_v, n_values)
+    return RecallParameters(w_q, w_k, w_v, w_o)
+
+
+def _checked_model(params, batch, n_heads) -> tuple[RecallParameters, RecallBatch, int]:
+    if not isinstance(params, RecallParameters):
+        raise TypeError(f"params must be RecallParameters (see init_recall_model), got {type(params).__name__}")
+    if not isinstance(batch, RecallBatch):
+        raise TypeError(f"batch must be a RecallBatch (see associative_recall_batch), got {type(batch).__name__}")
+    params = RecallParameters(*(as_float_array(w, f"params.{name}") for name, w in params._asdict().items()))
+    n_heads = check_positive_int(n_heads, "n_heads")
+    d_in = batch.context.shape[-1]
+    for name in ("w_q", "w_k", "w_v"):
+        w = getattr(params, name)
+        if w.ndim != 2 or w.shape[0] != d_in:
+            raise ValueError(f"params.{name} has shape {w.shape} but the tokens have d_in = {d_in}; "
+                             f"expected ({d_in}, d)")
+    if params.w_q.shape[1] != params.w_k.shape[1]:
+        raise ValueError(f"params.w_q has shape {params.w_q.shape} but params.w_k has shape "
+                         f"{params.w_k.shape}; queries and keys need the same d_k")
+    if params.w_o.ndim != 2 or params.w_o.shape[0] != params.w_v.shape[1]:
+        raise ValueError(f"params.w_o has shape {params.w_o.shape} but params.w_v has shape "
+                         f"{params.w_v.shape}; w_o needs d_v = {params.w_v.shape[1]} rows")
+    for name, width in (("d_k", params.w_q.shape[1]), ("d_v", params.w_v.shape[1])):
+        if width % n_heads:
+            raise ValueError(f"{name} = {width} is not divisible by n_heads = {n_heads}")
+    return params, batch, n_heads
+
+
+def _head_scale(d_k: int, n_heads: int, scaled: bool) -> float:
+    if not isinstance(scaled, bool):
+        raise TypeError(f"scaled must be True or False, got {scaled!r}")
+    return 1.0 / math.sqrt(d_k // n_heads) if scaled else 1.0
+
+
+def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
+                   scaled: bool = True) -> RecallForward:
+    """Logits and attention weights of the recall model; ``scaled=False`` drops the ``1/sqrt(d_head)``.
+
+    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
+    >>> fwd = recall_forward(p, associative_recall_batch(3, n_keys=6, n_values=4), n_heads=2)
+    >>> fwd.logits.shape, fwd.weights.shape
+    ((3, 1, 4), (3, 2, 1, 4))
+    """
+    params, batch, n_heads = _checked_model(params, batch, n_heads)
+    return _forward(params, batch, n_heads, _head_scale(params.w_q.shape[1], n_heads, scaled))
+
+
+def _forward(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: float) -> RecallForward:
+    q = split_heads(batch.queries @ params.w_q, n_heads)  # (batch, h, n_q, d_k / h)
+    k = split_heads(batch.context @ params.w_k, n_heads)  # (batch, h, n_pairs, d_k / h)
+    v = split_heads(batch.context @ params.w_v, n_heads)  # (batch, h, n_pairs, d_v / h)
+    heads, weights = scaled_dot_product_attention(q, k, v, scale=scale)  # (b, h, n_q, d_v/h), (b, h, n_q, n_pairs)
+    attended = merge_heads(heads)  # (batch, n_q, d_v)
+    logits = attended @ params.w_o  # (batch, n_q, n_values)
+    return RecallForward(logits, weights, q, k, v, attended)
+
+
+def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
+                              scaled: bool = True) -> RecallGradients:
+    """Mean cross-entropy of the batch, its gradient for every parameter, and the forward pass.
+
+    The backward pass runs the forward pass in reverse: the loss's gradient w.r.t. the logits, then
+    through the read-out (:func:`linear_backward`), through attention (the code of
+    :func:`attention_backward`, every head in one batched call), and through the three projections.
+    ``score_grads`` is the gradient that reached the scaled scores (as :func:`score_gradient`
+    computes it), a measure of how strongly the loss pulls on the attention pattern.
+
+    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
+    >>> loss, grads, fwd, ds = recall_loss_and_gradients(p, associative_recall_batch(5, n_keys=6, n_values=4))
+    >>> [g.shape for g in grads] == [w.shape for w in p], ds.shape
+    (True, (5, 1, 1, 4))
+    """
+    params, batch, n_heads = _checked_model(params, batch, n_heads)
+    scale = _head_scale(params.w_q.shape[1], n_heads, scaled)
+    fwd = _forward(params, batch, n_heads, scale)
+    loss = cross_entropy(fwd.logits, batch.targets)
+    d_logits = cross_entropy_backward(fwd.logits, batch.targets)  # (batch, n_q, n_values)
+    d_attended, d_w_o = linear_backward(fwd.attended, params.w_o, d_logits)  # (b, n_q, d_v), (d_v, n_values)
+    d_heads = split_heads(d_attended, n_heads)  # (batch, h, n_q, d_v / h)
+    # attention_backward without repeating its input checks; it also hands back dL/dS
+    (dq, dk, dv), d_scores = _attention_backward(fwd.q, fwd.k, fwd.v, fwd.weights, d_heads, None, scale)
+    _, d_w_q = linear_backward(batch.queries, params.w_q, merge_heads(dq))  # (d_in, d_k)
+    _, d_w_k = linear_backward(batch.context, params.w_k, merge_heads(dk))  # (d_in, d_k)
+    _, d_w_v = linear_backward(batch.context, params.w_v, merge_heads(dv))  # (d_in, d_v)
+    return RecallGradients(loss, RecallParameters(d_w_q, d_w_k, d_w_v, d_w_o), fwd, d_scores)
+
+
+def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:
+    """Fraction of queries whose largest logit is the right value symbol.
+
+    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
+    >>> 0.0 <= recall_accuracy(p, associative_recall_batch(10, n_keys=6, n_values=4)) <= 1.0
+    True
+    """
+    logits = recall_forward(params, batch, n_heads, scaled).logits  # (batch, n_q, n_values)
+    return float(np.mean(logits.argmax(axis=-1) == batch.targets))
+
+
+def _checked_rate(learning_rate) -> float:
+    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
+        raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
+    if not math.isfinite(learning_rate) or learning_rate <= 0:
+        raise ValueError(f"learning_rate must be a positive finite number, got {learning_rate!r}")
+    return float(learning_rate)
+
+
+def _checked_pair(params, grads) -> None:
+    if type(params) is not type(grads) or len(params) != len(grads):
+        raise TypeError("grads must have the structure of params (the same NamedTuple type)")
+    for index, (w, g) in enumerate(zip(params, grads)):
+        if np.shape(w) != np.shape(g):
+            raise ValueError(f"grads[{index}] has shape {np.shape(g)} but params[{index}] has shape {np.shape(w)}")
+
+
+def sgd_step(params, grads, learning_rate: float = 0.1):
+    """Plain gradient descent, ``w <- w - learning_rate * dL/dw``, for a NamedTuple of arrays.
+
+    >>> sgd_step(RecallParameters(*[np.ones(2)] * 4), RecallParameters(*[np.ones(2)] * 4), 0.5).w_q.tolist()
+    [0.5, 0.5]
+    """
+    rate = _checked_rate(learning_rate)
+    _checked_pair(params, grads)
+    return type(params)(*(w - rate * g for w, g in zip(params, grads)))
+
+
+def init_adam(params) -> AdamState:
+    """Zero moments for :func:`adam_step`."""
+    return AdamState(tuple(np.zeros_like(w) for w in params), tuple(np.zeros_like(w) for w in params), 0)
+
+
+def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta1: float = 0.9,
+              beta2: float = 0.999, eps: float = 1e-8):
+    """One step of Adam (Kingma and Ba, 2015); returns ``(new_params, new_state)``.
+
+    Each parameter moves by ``learning_rate * m_hat / (sqrt(v_hat) + eps)``, where ``m_hat`` and
+    ``v_hat`` are bias-corrected running means of the gradient and of its square. The step size is
+    therefore about ``learning_rate`` whatever the size of the gradient.
+
+    >>> p = RecallParameters(*[np.zeros(1)] * 4)
+    >>> p, state = adam_step(p, RecallParameters(*[np.full(1, 1e-3)] * 4), init_adam(p), 0.1)
+    >>> print(np.round(p.w_q, 4), state.step)
+    [-0.1] 1
+    """
+    rate = _checked_rate(learning_rate)
+    _checked_pair(params, grads)
+    if not isinstance(state, AdamState) or len(state.m) != len(params):
+        raise TypeError("state must be the AdamState of these parameters (see init_adam)")
+    for name, beta in (("beta1", beta1), ("beta2", beta2)):
+        if not 0 <= beta < 1:
+            raise ValueError(f"{name} must be in [0, 1), got {beta!r}")
+    step = state.step + 1
+    m = tuple(beta1 * m_i + (1 - beta1) * g for m_i, g in zip(state.m, grads))
+    v = tuple(beta2 * v_i + (1 - beta2) * g * g for v_i, g in zip(state.v, grads))
+    new = []
+    for w, m_i, v_i in zip(params, m, v):
+        m_hat = m_i / (1 - beta1**step)  # bias correction: the moments start at 0
+        v_hat = v_i / (1 - beta2**step)
+        new.append(w - rate * m_hat / (np.sqrt(v_hat) + eps))
+    return type(params)(*new), AdamState(m, v, step)
+
+
+def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_keys: int = 8,
+                 n_values: int = 8, d_k: int = 16, d_v: int = 16, n_heads: int = 1, scaled: bool = True,
+                 optimiser: str = "adam", learning_rate: float = 0.01, init_std: float = 1.0,
+                 seed: int = 0, probe: RecallBatch | None = None, snapshot_every: int = 0,
+                 callback: Callable[[int, float], None] | None = None) -> TrainingRun:
+    """Train the recall model on fresh seeded batches; record the probe's attention every few steps.
+
+    Every step draws a new batch (so the model cannot memorise sequences), computes the loss and the
+    gradients, and updates the parameters with ``optimiser`` (``"adam"`` or ``"sgd"``). With a
+    ``probe`` batch and ``snapshot_every = s > 0``, the probe's attention weights and accuracy are
+    recorded before step 0, every ``s`` steps, and after the last step. ``callback(step, loss)`` is
+    called after every step (for a progress bar). The same arguments give the same run.
+
+    >>> train_recall(n_steps=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_steps must be at least 1, got 0
+    """
+    n_steps = check_positive_int(n_steps, "n_steps")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    snapshot_every = check_positive_int(snapshot_every, "snapshot_every", minimum=0)
+    if optimiser not in ("adam", "sgd"):
+        raise ValueError(f"optimiser must be 'adam' or 'sgd', got {optimiser!r}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    rate = _checked_rate(learning_rate)
+    data_rng = np.random.default_rng([seed, 1])  # the training batches
+    params = init_recall_model(n_keys, n_values, d_k, d_v, seed=np.random.default_rng([seed, 0]),
+                               init_std=init_std)
+    initial = params
+    state = init_adam(params)
+    losses = np.empty(n_steps)  # (n_steps,)
+    snapshot_steps, snapshots, probe_accuracy = [], [], []
+
+    def record(step: int) -> None:
+        snapshot_steps.append(step)
+        fwd = recall_forward(params, probe, n_heads, scaled)
+        snapshots.append(fwd.weights)  # (probe batch, h, n_q, n_pairs)
+        probe_accuracy.append(float(np.mean(fwd.logits.argmax(axis=-1) == probe.targets)))
+
+    if probe is not None and snapshot_every:
+        record(0)
+    for step in range(n_steps):
+        batch = associative_recall_batch(batch_size, n_pairs, n_keys, n_values, seed=data_rng)
+        losses[step], grads, _, _ = recall_loss_and_gradients(params, batch, n_heads, scaled)
+        if optimiser == "adam":
+            params, state = adam_step(params, grads, state, rate)
+        else:
+            params = sgd_step(params, grads, rate)
+        if probe is not None and snapshot_every and ((step + 1) % snapshot_every == 0 or step + 1 == n_steps):
+            record(step + 1)
+        if callback is not None:
+            callback(step + 1, float(losses[step]))
+    if probe is None or not snapshot_every:
+        return TrainingRun(params, initial, losses, np.zeros(0, dtype=int), np.zeros((0,)), np.zeros(0))
+    return TrainingRun(params, initial, losses, np.array(snapshot_steps), np.stack(snapshots),
+                       np.array(probe_accuracy))
+
+
+def steps_to_loss(losses, threshold: float = 0.1, window: int = 10) -> int | None:
+    """The first step count after which the mean loss of the last ``window`` steps is below ``threshold``.
+
+    Averaging over a window smooths out lucky batches. Returns ``None`` if the loss never gets there.
+
+    >>> steps_to_loss([1.0, 0.5, 0.05, 0.04, 0.03], threshold=0.1, window=2)
+    4
+    >>> steps_to_loss([1.0, 0.5], threshold=0.1, window=2) is None
+    True
+    """
+    values = as_float_array(losses, "losses")  # (n_steps,)
+    if values.ndim != 1:
+        raise ValueError(f"losses has shape {values.shape}; expected one loss per step, shape (n_steps,)")
+    window = check_positive_int(window, "window")
+    if values.size < window:
+        return None
+    means = np.convolve(values, np.ones(window) / window, mode="valid")  # (n_steps - window + 1,)
+    below = np.flatnonzero(means < threshold)
+    return int(below[0]) + window if below.size else None
