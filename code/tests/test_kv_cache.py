@@ -176,7 +176,7 @@ def test_projection_shapes_are_checked_naming_the_matrix():
             "w_q has shape (3, 2) but w_k has shape (3, 4); queries and keys need the same d_k")):
         decode(np.ones((2, 3)), np.ones((3, 2)), np.ones((3, 4)), np.ones((3, 2)))
     with pytest.raises(ValueError, match=re.escape(
-            "x has shape (3,) but needs at least 2 dimensions, laid out as (..., t, d_model)")):
+            "x has shape (3,) but needs at least 2 dimensions, laid out as (..., n, d_model)")):
         decode(np.ones(3), np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 2)))
 
 

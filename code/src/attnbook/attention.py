@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .softmax import softmax
 from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim
 
 __all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention"]
@@ -50,6 +49,19 @@ def _checked_qk(q, k) -> tuple[np.ndarray, np.ndarray]:
     if q.shape[-1] == 0:
         raise ValueError(f"q and k have d_k = 0 (shapes {q.shape}, {k.shape}); d_k must be at least 1")
     return q, k
+
+
+def _checked_qkv(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v as float arrays whose shapes fit together (the checks shared by every attention)."""
+    q, k = _checked_qk(q, k)  # (..., n_q, d_k), (..., n_k, d_k)
+    v = as_float_array(v, "v")  # (..., n_k, d_v)
+    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
+            "of positions n_k (second-to-last dimension)"
+        )
+    return q, k, v
 
 
 def _checked_scale(scale, d_k: int) -> float:
@@ -103,14 +115,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     ...
     ValueError: q has shape (3, 4) but k has shape (5, 3); the last dimensions (d_k) must match
     """
-    q, k = _checked_qk(q, k)
-    v = as_float_array(v, "v")  # (..., n_k, d_v)
-    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
-            "of positions n_k (second-to-last dimension)"
-        )
+    q, k, v = _checked_qkv(q, k, v)  # (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
     n_q, n_k = q.shape[-2], k.shape[-2]
     shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
     if mask is not None:

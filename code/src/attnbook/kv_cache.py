@@ -37,8 +37,8 @@ import numpy as np
 
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
-from .projections import _checked_projection
-from .validation import as_float_array, check_min_ndim, check_positive_int
+from .projections import _checked_self_attention_inputs as _checked_inputs
+from .validation import as_float_array, check_positive_int
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_multiply_adds", "decode_step",
            "kv_cache_bytes"]
@@ -111,20 +111,6 @@ class DecodeResult(NamedTuple):
 
     outputs: np.ndarray  # (..., t, d_v)
     multiply_adds: int
-
-
-def _checked_inputs(x, w_q, w_k, w_v):
-    x = as_float_array(x, "x")  # (..., t, d_model)
-    check_min_ndim(x, "x", 2, "(..., t, d_model)")
-    d_model = x.shape[-1]
-    w_q = _checked_projection(w_q, "w_q", d_model, x.shape)  # (d_model, d_k)
-    w_k = _checked_projection(w_k, "w_k", d_model, x.shape)  # (d_model, d_k)
-    w_v = _checked_projection(w_v, "w_v", d_model, x.shape)  # (d_model, d_v)
-    if w_q.shape[1] != w_k.shape[1]:
-        raise ValueError(
-            f"w_q has shape {w_q.shape} but w_k has shape {w_k.shape}; queries and keys need the same d_k"
-        )
-    return x, w_q, w_k, w_v
 
 
 def _macs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> int:

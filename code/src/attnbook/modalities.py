@@ -29,7 +29,7 @@ import numpy as np
 from .attention import AttentionResult, scaled_dot_product_attention
 from .recurrent import rnn_forward
 from .softmax import softmax
-from .validation import as_float_array, check_min_ndim, check_positive_int
+from .validation import as_float_array, check_positive_int
 
 __all__ = [
     "attention_pair_count",

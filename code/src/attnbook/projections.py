@@ -32,17 +32,8 @@ def _checked_projection(w, name: str, d_model: int, x_shape: tuple[int, ...]) ->
     return w
 
 
-def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
-    """Self-attention of ``x`` (``(..., n, d_model)``) with projections ``w_q``, ``w_k`` (``(d_model, d_k)``)
-    and ``w_v`` (``(d_model, d_v)``); returns ``(output (..., n, d_v), weights (..., n, n))``.
-
-    ``mask`` and ``scale`` are passed to :func:`scaled_dot_product_attention`.
-
-    >>> self_attention(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2)))
-    Traceback (most recent call last):
-    ...
-    ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
-    """
+def _checked_self_attention_inputs(x, w_q, w_k, w_v):
+    """x ``(..., n, d_model)`` and projections whose shapes fit it (shared with the KV-cache decoder)."""
     x = as_float_array(x, "x")  # (..., n, d_model)
     check_min_ndim(x, "x", 2, "(..., n, d_model)")
     d_model = x.shape[-1]
@@ -55,6 +46,21 @@ def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
         )
     if w_q.shape[1] == 0:
         raise ValueError(f"w_q and w_k have shape {w_q.shape}, so d_k = 0; they need at least one column")
+    return x, w_q, w_k, w_v
+
+
+def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
+    """Self-attention of ``x`` (``(..., n, d_model)``) with projections ``w_q``, ``w_k`` (``(d_model, d_k)``)
+    and ``w_v`` (``(d_model, d_v)``); returns ``(output (..., n, d_v), weights (..., n, n))``.
+
+    ``mask`` and ``scale`` are passed to :func:`scaled_dot_product_attention`.
+
+    >>> self_attention(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
+    """
+    x, w_q, w_k, w_v = _checked_self_attention_inputs(x, w_q, w_k, w_v)
     q = x @ w_q  # (..., n, d_k)
     k = x @ w_k  # (..., n, d_k)
     v = x @ w_v  # (..., n, d_v)

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import _checked_qk, _checked_scale
+from .attention import _checked_qkv, _checked_scale
 from .online_softmax import _update, online_softmax_finish, online_softmax_init
-from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim, check_positive_int
+from .validation import as_bool_mask, broadcast_batch_shapes, check_min_ndim, check_positive_int
 
 __all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]
 
@@ -147,14 +147,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
     ...
     ValueError: block_k must be at least 1, got 0
     """
-    q, k = _checked_qk(q, k)  # (..., n_q, d_k), (..., n_k, d_k)
-    v = as_float_array(v, "v")  # (..., n_k, d_v)
-    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
-            "of positions n_k (second-to-last dimension)"
-        )
+    q, k, v = _checked_qkv(q, k, v)  # (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     block_q, block_k, causal = _checked_blocks(n_q, n_k, block_q, block_k, causal)
     shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
