@@ -3,6 +3,9 @@
 #   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser
 #   make notebooks  re-execute every chapters/*.md and exercises/*.md into its paired .ipynb
 #   make serve      serve the built site on http://127.0.0.1:8000
+#   make student    write the homework's student notebooks into _build/student
+#   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions: grades.csv + feedback/
+#   make bench      print the efficient-attention benchmark figures
 #   make clean      remove the build and the execution cache
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -12,10 +15,11 @@ STAMP  := $(VENV)/.installed
 VENDOR := web/vendor/.vendored
 CHROMIUM ?= /usr/bin/chromium
 NBVAL_NOTEBOOKS = $(wildcard chapters/*.ipynb exercises/*.ipynb)
+GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: publish bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+.PHONY: student grade publish bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
 
 book: $(STAMP) $(VENDOR)
 	$(PY) scripts/build_book.py
@@ -57,6 +61,14 @@ browser:
 
 serve: book
 	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+
+# homework (exercises/instructor_guide.md): student notebooks, and grading a folder of submissions
+student: $(STAMP)
+	$(PY) scripts/homework.py student
+
+grade: $(STAMP)
+	@test -n "$(HW)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade HW=hw_masks SUBMISSIONS=folder [GRADES=out_folder]"; exit 1; }
+	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES)
 
 # deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
 publish: book

@@ -14,7 +14,7 @@ NOTEBOOKS_ZIP = "attention-computed-notebooks.zip"
 
 
 def zip_members(root: Path) -> list[Path]:
-    files = sorted(root.glob("chapters/*.ipynb")) + sorted(root.glob("exercises/*.ipynb"))
+    files = sorted(root.glob("chapters/*.ipynb"))  # not exercises/: instructor notebooks hold hidden tests
     files += [root / "requirements.txt", root / "code" / "pyproject.toml", root / "code" / "README.md"]
     return files + sorted((root / "code" / "src").rglob("*.py"))
 

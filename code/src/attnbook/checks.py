@@ -1,0 +1,748 @@
+"""Public checks for the homework: run a student's function, compare it with the package, say what is wrong.
+
+Every check chooses its own inputs (seeded), calls the student's function on copies of them, compares
+the result with this package's reference implementation, and reports the first problem it finds in
+plain words: wrong shape (expected vs got), rows that do not sum to 1, negative weights, NaN or inf at
+large logits, a transposed result, a missing scaling factor, "not done yet" (the stub still raises
+``NotImplementedError`` or returns ``None``), or the name of the exception the function raised. A
+check never raises because of the student's code, never prints a traceback, and never prints the
+reference values for its inputs. It returns a :class:`CheckResult` and prints its message after a
+✓ or ✗ marker (``quiet=True`` only returns it). Hidden tests reuse the checks on other inputs
+(``seed=``) and ``assert result.passed, result.message``.
+
+>>> import numpy as np
+>>> from attnbook import softmax
+>>> result = check_softmax(softmax)
+✓ softmax: correct on the rows of a 3 x 6 array, a batch of shape (2, 3, 6), a vector of 6 logits and logits of ±1000
+>>> result.passed
+True
+>>> def naive_softmax(x):
+...     e = np.exp(x)
+...     return e / e.sum(axis=-1, keepdims=True)
+>>> _ = check_softmax(naive_softmax)  # doctest: +ELLIPSIS
+✗ naive_softmax: not stable for large inputs: logits of 1000 give NaN or inf ...
+>>> def unfinished(x):
+...     raise NotImplementedError
+>>> _ = check_softmax(unfinished)
+✗ unfinished: not done yet (it still raises NotImplementedError); write its body, then run this check again
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention
+from .masks import causal_mask
+from .multihead import merge_heads, split_heads
+from .positional import sinusoidal_encoding
+from .projections import self_attention
+from .softmax import softmax
+
+__all__ = [
+    "CheckResult",
+    "check_attention",
+    "check_causal_mask",
+    "check_function",
+    "check_merge_heads",
+    "check_number",
+    "check_self_attention",
+    "check_sinusoidal_encoding",
+    "check_softmax",
+    "check_split_heads",
+]
+
+PASS_MARK = "✓"
+FAIL_MARK = "✗"
+_MAX_ERROR_TEXT = 200  # characters of a student's exception message that are repeated
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of a check: ``passed`` and a message in plain words (printed with a ✓ or ✗)."""
+
+    passed: bool
+    message: str
+
+    def __str__(self) -> str:
+        return f"{PASS_MARK if self.passed else FAIL_MARK} {self.message}"
+
+
+class _Failure(Exception):
+    """Stops a check at the first problem found; its text is the message shown to the student."""
+
+
+# --- plumbing shared by every check ----------------------------------------------------------------
+
+
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_tolerance(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+    return float(value)
+
+
+def _function_name(fn) -> str:
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) and name != "<lambda>" else "your function"
+
+
+def _finish(run: Callable[[], str], label: str, quiet: bool) -> CheckResult:
+    """Run a check body: its return value is the success message, a _Failure the problem found."""
+    try:
+        result = CheckResult(True, run())
+    except _Failure as failure:
+        result = CheckResult(False, str(failure))
+    except Exception as error:  # an odd return value the check did not foresee: still no traceback
+        result = CheckResult(False, f"{label}: the check could not finish ({type(error).__name__}: "
+                                    f"{_short(error)}); look at what your function returns")
+    if not quiet:
+        print(result)
+    return result
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or "(no message)"
+    return text if len(text) <= _MAX_ERROR_TEXT else text[:_MAX_ERROR_TEXT - 3] + "..."
+
+
+def _describe(args: Sequence) -> str:
+    """The inputs of a call in words, without their values: shapes of arrays, small scalars as such."""
+    parts = []
+    for arg in args:
+        if isinstance(arg, np.ndarray):
+            parts.append(f"an array of shape {arg.shape}")
+        elif isinstance(arg, (bool, numbers.Number, str)) or arg is None:
+            parts.append(repr(arg))
+        else:  # lists, named tuples of weights, ...: their type only
+            parts.append(type(arg).__name__)
+    return "(" + ", ".join(parts) + ")"
+
+
+def _call(fn, name: str, *args, hint: str = ""):
+    """Call the student's function on copies of ``args``; 'not done', errors and None become failures.
+
+    ``hint`` is added to the message when the function raises (say, what usually goes wrong there).
+    """
+    if not callable(fn):
+        raise _Failure(f"{name} is not a function (it is {type(fn).__name__}); define it with def")
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            value = fn(*copy.deepcopy(args))
+    except NotImplementedError:
+        raise _Failure(f"{name}: not done yet (it still raises NotImplementedError); "
+                       "write its body, then run this check again") from None
+    except (Exception, SystemExit) as error:  # not KeyboardInterrupt: the student may stop a long run
+        raise _Failure(f"{name} raised {type(error).__name__}: {_short(error)} "
+                       f"(called with {_describe(args)}){'; ' + hint if hint else ''}") from None
+    if value is None:
+        raise _Failure(f"{name}: not done yet (it returned None; is a `return` missing?)")
+    return value
+
+
+def _as_numbers(value, what: str) -> np.ndarray:
+    """The student's result as a float array, or a failure saying what it is instead."""
+    try:
+        array = np.asarray(value)
+    except Exception:  # ragged lists and other odd objects
+        raise _Failure(f"{what} is a {type(value).__name__} that is not a rectangular array of numbers") from None
+    if array.dtype.kind not in "biuf":
+        raise _Failure(f"{what} is a {type(value).__name__} of dtype {array.dtype}, not an array of numbers")
+    return array.astype(np.float64)
+
+
+def _shape_hint(got: tuple, expected: tuple) -> str:
+    if len(got) >= 2 and got == expected[:-2] + (expected[-1], expected[-2]):
+        return " (the last two axes are swapped: a transpose?)"
+    if math.prod(got) == math.prod(expected):
+        return " (the right number of values in the wrong layout: check the reshape and the axis order)"
+    return ""
+
+
+def _compare(got: np.ndarray, expected: np.ndarray, what: str, context: str,
+             rtol: float = 1e-6, atol: float = 1e-9) -> None:
+    """Fail with the first difference between ``got`` and ``expected``, in words, values not shown."""
+    if got.shape != expected.shape:
+        raise _Failure(f"{what}: wrong shape {context}: expected {expected.shape}, got {got.shape}"
+                       + _shape_hint(got.shape, expected.shape))
+    if not np.all(np.isfinite(got)):
+        raise _Failure(f"{what}: NaN or inf {context}")
+    if np.allclose(got, expected, rtol=rtol, atol=atol):
+        return
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and np.allclose(got, np.swapaxes(expected, -1, -2),
+                                                                        rtol=rtol, atol=atol):
+        raise _Failure(f"{what}: off by a transpose {context} (rows and columns are swapped)")
+    wrong = ~np.isclose(got, expected, rtol=rtol, atol=atol)  # (same shape as expected)
+    largest = float(np.max(np.abs(got - expected)))
+    raise _Failure(f"{what}: wrong values {context}: {int(wrong.sum())} of {wrong.size} are wrong "
+                   f"(largest difference {largest:.3g})")
+
+
+def _first_matching(got: np.ndarray, reference: np.ndarray, mistakes, rtol: float = 1e-6,
+                    atol: float = 1e-9) -> str | None:
+    """The explanation of the first known mistake whose result ``got`` reproduces, if ``got`` is wrong."""
+    if got.shape == reference.shape and np.allclose(got, reference, rtol=rtol, atol=atol):
+        return None
+    for make, explanation in mistakes:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            candidate = np.asarray(make(), dtype=np.float64)
+        if candidate.shape == got.shape and np.allclose(got, candidate, rtol=rtol, atol=atol):
+            return explanation
+    return None
+
+
+def _check_distribution(weights: np.ndarray, what: str, context: str, over: str) -> None:
+    """Non-negative rows summing to 1 along the last axis, with plain-words failures."""
+    if not np.all(np.isfinite(weights)):
+        raise _Failure(f"{what}: NaN or inf {context}")
+    if np.any(weights < -1e-12):
+        raise _Failure(f"{what}: negative weights {context} (the smallest is {float(weights.min()):.3g}); "
+                       "softmax weights are exponentials divided by a positive sum, so never negative")
+    sums = weights.sum(axis=-1)  # (...)
+    if np.allclose(sums, 1.0, atol=1e-6):
+        return
+    if weights.ndim >= 2 and np.allclose(weights.sum(axis=-2), 1.0, atol=1e-6):
+        raise _Failure(f"{what}: normalised along the wrong axis {context}: the columns sum to 1, "
+                       f"but each row ({over}, the last axis) should; use axis=-1")
+    worst = float(np.ravel(sums)[np.argmax(np.abs(np.ravel(sums) - 1.0))])
+    raise _Failure(f"{what}: the rows do not sum to 1 {context} (one sums to {worst:.4g}); "
+                   "divide each row's exponentials by that row's own sum")
+
+
+# --- numbers ----------------------------------------------------------------------------------------
+
+
+def _checked_number(value, name: str):
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            raise _Failure(f"{name} is an array of shape {value.shape}; a single number is expected")
+        value = value.reshape(()).item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        raise _Failure(f"{name} is {value}; a number is expected")
+    if isinstance(value, str):
+        raise _Failure(f"{name} is the text {value!r}; write the number itself, without quotes")
+    if isinstance(value, complex) or not isinstance(value, numbers.Real):
+        raise _Failure(f"{name} is a {type(value).__name__}; a real number is expected")
+    if not math.isfinite(value):
+        raise _Failure(f"{name} is {value}; a finite number is expected")
+    return value
+
+
+def check_number(answer, expected, name: str = "answer", rel_tol: float = 1e-6, *, abs_tol: float = 0.0,
+                 hint: str | None = None, quiet: bool = False) -> CheckResult:
+    """Check a number the student worked out (by hand or in code) against ``expected``.
+
+    ``answer`` None (or ``...``) means "not done yet". The message never shows ``expected``; a
+    ``hint`` (say, which formula to revisit) is added when the answer is wrong.
+
+    >>> _ = check_number(None, 2.0, "answer_a12")
+    ✗ answer_a12: not done yet (set it to your number)
+    >>> _ = check_number(0.196, 0.19557, "answer_a12", rel_tol=1e-3)
+    ✗ answer_a12 = 0.196 is close but not within a relative tolerance of 0.001: keep more digits,
+      or compute it exactly
+    >>> check_number(0.19557, 0.195573, "answer_a12", rel_tol=1e-3).passed
+    ✓ answer_a12 is right
+    True
+    >>> check_number(1.0, float("nan"), "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected must be a finite real number, got nan
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    if isinstance(expected, np.generic):
+        expected = expected.item()
+    if isinstance(expected, bool) or not isinstance(expected, numbers.Real) or not math.isfinite(expected):
+        raise ValueError(f"expected must be a finite real number, got {expected!r}")
+    rel_tol = _check_tolerance(rel_tol, "rel_tol")
+    abs_tol = _check_tolerance(abs_tol, "abs_tol")
+    if hint is not None and not isinstance(hint, str):
+        raise TypeError(f"hint must be a string or None, got {hint!r}")
+    _check_flag(quiet, "quiet")
+
+    def run() -> str:
+        if answer is None or answer is Ellipsis:
+            raise _Failure(f"{name}: not done yet (set it to your number)")
+        value = _checked_number(answer, name)
+        if math.isclose(value, expected, rel_tol=rel_tol, abs_tol=abs_tol):
+            return f"{name} is right"
+        extra = f"; hint: {hint}" if hint else ""
+        if expected != 0 and math.isclose(value, -expected, rel_tol=rel_tol, abs_tol=abs_tol):
+            raise _Failure(f"{name} = {value:.6g} has the right size but the wrong sign{extra}")
+        if math.isclose(value, expected, rel_tol=max(1e-2, rel_tol), abs_tol=abs_tol):
+            raise _Failure(f"{name} = {value:.6g} is close but not within a relative tolerance of {rel_tol:g}: "
+                           f"keep more digits, or compute it exactly{extra}")
+        raise _Failure(f"{name} = {value:.6g} is not right{extra}")
+
+    return _finish(run, name, quiet)
+
+
+# --- any function against a reference ----------------------------------------------------------------
+
+
+def _compare_results(got, expected, what: str, context: str, rtol: float, atol: float) -> None:
+    if isinstance(expected, tuple):
+        fields = getattr(expected, "_fields", None)
+        if isinstance(got, np.ndarray) or not isinstance(got, (tuple, list)):
+            raise _Failure(f"{what}: returned a single {type(got).__name__}; expected {len(expected)} results "
+                           f"({', '.join(fields) if fields else 'a tuple'}) {context}")
+        if len(got) != len(expected):
+            raise _Failure(f"{what}: returned {len(got)} results; expected {len(expected)} {context}")
+        for index, (part, reference) in enumerate(zip(got, expected)):
+            label = fields[index] if fields else f"part {index + 1}"
+            _compare_results(part, reference, f"{what} ({label})", context, rtol, atol)
+        return
+    expected_array = np.asarray(expected, dtype=np.float64)
+    _compare(_as_numbers(got, what), expected_array, what, context, rtol, atol)
+
+
+def check_function(fn, reference: Callable, cases, name: str | None = None, *, rtol: float = 1e-6,
+                   atol: float = 1e-9, quiet: bool = False) -> CheckResult:
+    """Call ``fn`` and ``reference`` on each tuple of arguments in ``cases`` and compare the results.
+
+    Results may be numbers, arrays or tuples of arrays (compared part by part). The first
+    difference is reported with the case's input shapes, never the reference values.
+
+    >>> from attnbook import layer_norm
+    >>> x = np.arange(6.0).reshape(2, 3)
+    >>> def centred_only(x):
+    ...     return x - x.mean(axis=-1, keepdims=True)  # (n, d): forgot to divide by the standard deviation
+    >>> _ = check_function(centred_only, layer_norm, [(x,)])
+    ✗ centred_only: wrong values on case 1 of 1, inputs (an array of shape (2, 3)): 4 of 6 are wrong
+      (largest difference 0.225)
+    >>> check_function(layer_norm, layer_norm, [(x,)]).passed
+    ✓ layer_norm: matches the reference on its 1 case
+    True
+    >>> check_function(layer_norm, layer_norm, [])
+    Traceback (most recent call last):
+    ...
+    ValueError: cases must be a non-empty list of argument tuples, got []
+    """
+    if not callable(reference):
+        raise TypeError(f"reference must be a function, got {type(reference).__name__}")
+    if not isinstance(cases, (list, tuple)) or not cases or not all(isinstance(c, tuple) for c in cases):
+        raise ValueError(f"cases must be a non-empty list of argument tuples, got {cases!r}")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"name must be a non-empty string or None, got {name!r}")
+    rtol = _check_tolerance(rtol, "rtol")
+    atol = _check_tolerance(atol, "atol")
+    _check_flag(quiet, "quiet")
+    label = name or _function_name(fn)
+
+    def run() -> str:
+        for index, args in enumerate(cases):
+            expected = reference(*copy.deepcopy(args))
+            got = _call(fn, label, *args)
+            context = f"on case {index + 1} of {len(cases)}, inputs {_describe(args)}"
+            _compare_results(got, expected, label, context, rtol, atol)
+        return f"{label}: matches the reference on " + ("its 1 case" if len(cases) == 1 else f"all {len(cases)} cases")
+
+    return _finish(run, label, quiet)
+
+
+# --- softmax ----------------------------------------------------------------------------------------
+
+
+def check_softmax(fn, *, seed: int = 0, large_logits: bool = True, quiet: bool = False) -> CheckResult:
+    """Check a student's softmax ``fn(x)`` along the last axis: values, batches, vectors, stability.
+
+    ``large_logits=False`` leaves out the stability test (logits of ±1000), for a test of values alone.
+
+    >>> _ = check_softmax(lambda x: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True))
+    ✗ your function: normalised along the wrong axis on a 3 x 6 array: the columns sum to 1,
+      but each row (the logits of one query, the last axis) should; use axis=-1
+    """
+    seed = _check_seed(seed)
+    _check_flag(large_logits, "large_logits")
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    rng = np.random.default_rng(seed)
+    rows, cols = 3 + seed % 3, 6 + seed % 2  # rows != cols, so a transpose shows in the shape
+    x = rng.normal(scale=2.0, size=(rows, cols))  # (rows, cols)
+    batch = rng.normal(scale=2.0, size=(2, rows, cols))  # (2, rows, cols)
+    vector = rng.normal(scale=2.0, size=cols)  # (cols,)
+    large = np.array([[1000.0, 999.0, 998.0, 0.0], [-1000.0, -1000.0, -999.0, -1000.0]])  # (2, 4)
+
+    def run() -> str:
+        context = f"on a {rows} x {cols} array"
+        got = _as_numbers(_call(fn, label, x), f"what {label} returned")
+        if got.shape != x.shape:
+            raise _Failure(f"{label}: wrong shape {context}: expected {x.shape}, got {got.shape}"
+                           + _shape_hint(got.shape, x.shape)
+                           + ("; softmax returns one weight per logit" if got.size != x.size else ""))
+        _check_distribution(got, label, context, "the logits of one query")
+        mistakes = [(lambda: softmax(-x), "the logits are negated: subtract each row's maximum from x "
+                                          "(x - max), not x from the maximum")]
+        explanation = _first_matching(got, softmax(x), mistakes)
+        if explanation:
+            raise _Failure(f"{label}: wrong values {context}: {explanation}")
+        _compare(got, softmax(x), label, context)
+        got_batch = _as_numbers(_call(fn, label, batch), f"what {label} returned")
+        batch_context = f"on a batch of shape {batch.shape} (it works on 2-D arrays: use axis=-1 and keepdims=True)"
+        _compare(got_batch, softmax(batch), label, batch_context)
+        got_vector = _as_numbers(_call(fn, label, vector), f"what {label} returned")
+        _compare(got_vector, softmax(vector), label, f"on a vector of shape {vector.shape}")
+        if not large_logits:
+            return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape} "
+                    f"and a vector of {cols} logits")
+        got_large = _as_numbers(_call(fn, label, large), f"what {label} returned")
+        if got_large.shape == large.shape and not np.all(np.isfinite(got_large)):
+            raise _Failure(f"{label}: not stable for large inputs: logits of 1000 give NaN or inf "
+                           "(exp(1000) overflows); subtract each row's maximum before exp")
+        _compare(got_large, softmax(large), label, "on logits of ±1000 (subtract each row's maximum before exp)")
+        return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape}, "
+                f"a vector of {cols} logits and logits of ±1000")
+
+    return _finish(run, label, quiet)
+
+
+# --- attention --------------------------------------------------------------------------------------
+
+
+def _output_and_weights(value, label: str, output_shape: tuple, context: str):
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return (_as_numbers(value[0], f"the output of {label}"), _as_numbers(value[1], f"the weights of {label}"))
+    if isinstance(value, np.ndarray) and value.shape == output_shape:
+        raise _Failure(f"{label}: returned only the output {context}; return the pair (output, weights)")
+    raise _Failure(f"{label}: returned a {type(value).__name__} {context}; return the pair (output, weights)")
+
+
+def _attention_mistakes(q, k, v, d_k: int):
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, n_k)
+    root = math.sqrt(d_k)
+    return [
+        (lambda: softmax(scores), f"off by the scaling factor: divide the scores Q K^T by sqrt(d_k) = {root:g} "
+                                  "before the softmax"),
+        (lambda: softmax(scores / d_k), f"the scores are divided by d_k = {d_k}; the factor is sqrt(d_k) = {root:g}"),
+        (lambda: softmax(scores * root), "the scores are multiplied by sqrt(d_k); divide them by it"),
+        (lambda: softmax(np.swapaxes(scores, -1, -2) / root), "the scores are transposed (K Q^T): with queries "
+                                                              "as rows the scores are Q K^T"),
+        (lambda: softmax(scores / root, axis=-2), "the softmax runs over the queries (the columns); "
+                                                  "run it over the keys, the last axis"),
+    ]
+
+
+def _check_attention_pair(got_out, got_w, q, k, v, label, context, mistakes_extra=()):
+    reference_out, reference_w = scaled_dot_product_attention(q, k, v)
+    if got_w.shape != reference_w.shape:
+        raise _Failure(f"the weights of {label}: wrong shape {context}: expected {reference_w.shape} "
+                       f"(n_q, n_k), got {got_w.shape}" + _shape_hint(got_w.shape, reference_w.shape))
+    if np.all(np.isfinite(got_w)) and not np.allclose(got_w, reference_w, atol=1e-8):
+        mistakes = list(mistakes_extra) + _attention_mistakes(q, k, v, q.shape[-1])
+        explanation = _first_matching(got_w, reference_w, mistakes)
+        if explanation:
+            raise _Failure(f"the weights of {label}: wrong values {context}: {explanation}")
+    _check_distribution(got_w, f"the weights of {label}", context, "the weights of one query over the keys")
+    _compare(got_w, reference_w, f"the weights of {label}", context, atol=1e-8)
+    if got_out.shape == reference_out.shape and np.allclose(got_out, reference_w @ v, atol=1e-8):
+        return
+    _compare(got_out, reference_out, f"the output of {label}", context + " (the output is weights @ v)", atol=1e-8)
+
+
+def check_attention(fn, *, seed: int = 0, large_scores: bool = True, quiet: bool = False) -> CheckResult:
+    """Check ``fn(q, k, v) -> (output, weights)``: scaled dot-product attention, 2-D and batched.
+
+    ``large_scores=False`` leaves out the stability test (scores in the thousands).
+
+    >>> def unscaled(q, k, v):
+    ...     w = softmax(q @ np.swapaxes(k, -1, -2))
+    ...     return w @ v, w
+    >>> _ = check_attention(unscaled)
+    ✗ the weights of unscaled: wrong values for q (3, 4), k (5, 4), v (5, 2): off by the scaling
+      factor: divide the scores Q K^T by sqrt(d_k) = 2 before the softmax
+    >>> check_attention(scaled_dot_product_attention).passed
+    ✓ scaled_dot_product_attention: correct for q (3, 4), k (5, 4), v (5, 2), for square inputs,
+      for a batch of 2 and for large scores
+    True
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    _check_flag(large_scores, "large_scores")
+    label = _function_name(fn)
+    rng = np.random.default_rng(seed)
+    n_q, n_k, d_k, d_v = 3 + seed % 2, 5 + seed % 3, 4, 2  # n_q != n_k: a transpose shows in the shape
+    q, k, v = rng.standard_normal((n_q, d_k)), rng.standard_normal((n_k, d_k)), rng.standard_normal((n_k, d_v))
+    square = rng.standard_normal((3, 4, d_k))  # (3, n, d_k): q, k, v of a square case
+    batch = [rng.standard_normal((2, n, d)) for n, d in ((n_q, d_k), (n_k, d_k), (n_k, d_v))]
+    large = [30.0 * rng.standard_normal((n_q, d_k)), 30.0 * rng.standard_normal((n_k, d_k)), v]
+
+    def shapes(arrays) -> str:
+        return ", ".join(f"{n} {a.shape}" for n, a in zip("qkv", arrays))
+
+    def run() -> str:
+        batch_hint = "with a batch, transpose only the last two axes of k: np.swapaxes(k, -1, -2), not k.T"
+        cases = (((q, k, v), f"for {shapes((q, k, v))}", ""),
+                 (tuple(square), f"for square inputs {shapes(square)}", ""),
+                 (tuple(batch), f"for a batch {shapes(batch)}", batch_hint),
+                 (tuple(large), f"for large scores ({shapes(large)} with entries near ±30)", ""))
+        for arrays, context, hint in cases if large_scores else cases[:-1]:
+            value = _call(fn, label, *arrays, hint=hint)
+            out_shape = arrays[0].shape[:-1] + (arrays[2].shape[-1],)
+            got_out, got_w = _output_and_weights(value, label, out_shape, context)
+            if arrays is cases[-1][0] and got_w.shape == out_shape[:-1] + (n_k,) and not np.all(np.isfinite(got_w)):
+                raise _Failure(f"{label}: not stable for large scores: q and k with entries near ±30 give NaN or "
+                               "inf weights; use a stable softmax (subtract each row's maximum before exp)")
+            _check_attention_pair(got_out, got_w, *arrays, label, context + (f" ({hint})" if hint else ""))
+        extra = " and for large scores" if large_scores else ""
+        return f"{label}: correct for {shapes((q, k, v))}, for square inputs, for a batch of 2{extra}"
+
+    return _finish(run, label, quiet)
+
+
+def check_self_attention(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check ``fn(x, w_q, w_k, w_v) -> (output, weights)``: project x to Q, K, V, then attend.
+
+    >>> check_self_attention(self_attention).passed
+    ✓ self_attention: correct for x (4, 6) with d_k = 3, d_v = 2, and for a batch of 2
+    True
+    >>> _ = check_self_attention(lambda x, w_q, w_k, w_v: self_attention(x, w_q, w_k, np.eye(6)[:, :2]))
+    ✗ the output of your function: wrong values for x (4, 6): it is the weights times x's first
+      columns; the values are V = X W_V
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    rng = np.random.default_rng(seed)
+    n, d_model, d_k, d_v = 4 + seed % 2, 6, 3, 2
+    x = rng.standard_normal((n, d_model))  # (n, d_model)
+    w_q, w_k = rng.standard_normal((2, d_model, d_k))  # (d_model, d_k) each
+    w_v = rng.standard_normal((d_model, d_v))  # (d_model, d_v)
+    x_batch = rng.standard_normal((2, n, d_model))  # (2, n, d_model)
+
+    def run() -> str:
+        for inputs, context in ((x, f"for x {x.shape}"),
+                                (x_batch, f"for a batch x {x_batch.shape} (transpose only the last two axes)")):
+            value = _call(fn, label, inputs, w_q, w_k, w_v)
+            got_out, got_w = _output_and_weights(value, label, inputs.shape[:-1] + (d_v,), context)
+            q, k, v = inputs @ w_q, inputs @ w_k, inputs @ w_v  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
+            reference_w = self_attention(inputs, w_q, w_k, w_v).weights  # (..., n, n)
+            raw = [(lambda: softmax(inputs @ np.swapaxes(inputs, -1, -2) / math.sqrt(d_model)),
+                    "the scores use x itself; project first: Q = X W_Q and K = X W_K")]
+            if got_w.shape == reference_w.shape and np.allclose(got_w, reference_w, atol=1e-8):
+                if got_out.shape == (inputs @ w_v).shape and np.allclose(got_out, got_w @ inputs[..., :d_v]):
+                    raise _Failure(f"the output of {label}: wrong values {context}: it is the weights times x's "
+                                   "first columns; the values are V = X W_V")
+            _check_attention_pair(got_out, got_w, q, k, v, label, context, raw)
+        return f"{label}: correct for x {x.shape} with d_k = {d_k}, d_v = {d_v}, and for a batch of 2"
+
+    return _finish(run, label, quiet)
+
+
+# --- masks ------------------------------------------------------------------------------------------
+
+
+def check_causal_mask(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check ``fn(n) -> (n, n)`` boolean causal mask (True = query i may attend to key j <= i).
+
+    >>> _ = check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))
+    ✗ your function: transposed for n = 4: True above the diagonal lets query i see the future keys
+      j > i; the causal mask is True on and below the diagonal (j <= i)
+    >>> check_causal_mask(causal_mask).passed
+    ✓ causal_mask: correct for n = 4, 1 and 6
+    True
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    sizes = (4, 1, 6 + seed % 3)
+
+    def run() -> str:
+        for n in sizes:
+            context = f"for n = {n}"
+            value = _call(fn, label, n)
+            try:
+                array = np.asarray(value)
+            except Exception:
+                raise _Failure(f"{label}: returned a {type(value).__name__} {context}, not an array") from None
+            expected = causal_mask(n)  # (n, n)
+            if array.shape != expected.shape:
+                raise _Failure(f"{label}: wrong shape {context}: expected {expected.shape}, got {array.shape}")
+            if array.dtype.kind == "f" and np.any(np.isneginf(array)):
+                raise _Failure(f"{label}: returned an additive mask (0 and -inf) {context}; this book's masks "
+                               "are boolean: True where the query may attend")
+            if array.dtype != np.bool_:
+                if array.dtype.kind in "iuf" and np.all((array == 0) | (array == 1)):
+                    raise _Failure(f"{label}: returned 0s and 1s of dtype {array.dtype} {context}; return booleans "
+                                   "(True where the query may attend), e.g. with a comparison or .astype(bool)")
+                raise _Failure(f"{label}: returned dtype {array.dtype} {context}; a boolean mask is expected")
+            if np.array_equal(array, expected):
+                continue
+            mistakes = [
+                (np.triu(np.ones((n, n), dtype=bool)), "transposed", "True above the diagonal lets query i "
+                 "see the future keys j > i; the causal mask is True on and below the diagonal (j <= i)"),
+                (~expected, "True and False swapped", "True means the query may attend"),
+                (np.tril(np.ones((n, n), dtype=bool), k=-1), "False on the diagonal",
+                 "each token may attend to itself"),
+            ]
+            for candidate, what, why in mistakes:
+                if np.array_equal(array, candidate):
+                    raise _Failure(f"{label}: {what} {context}: {why}")
+            wrong = int(np.sum(array != expected))
+            raise _Failure(f"{label}: wrong values {context}: {wrong} of {n * n} entries differ from the causal mask")
+        return f"{label}: correct for n = {sizes[0]}, {sizes[1]} and {sizes[2]}"
+
+    return _finish(run, label, quiet)
+
+
+# --- heads ------------------------------------------------------------------------------------------
+
+
+def check_split_heads(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check ``fn(x, n_heads)``: ``(..., n, d_model) -> (..., n_heads, n, d_model / n_heads)``.
+
+    >>> _ = check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
+    ✗ your function: values in the wrong places for x (2, 5, 8) and n_heads = 4: reshaping straight
+      to (..., n_heads, n, d_head) mixes tokens; reshape to (..., n, n_heads, d_head), then swap the
+      axes -3 and -2
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    rng = np.random.default_rng(seed)
+    cases = ((rng.standard_normal((2, 5 + seed % 2, 8)), 4), (rng.standard_normal((5, 6)), 3))
+
+    def run() -> str:
+        for x, h in cases:
+            *lead, n, d_model = x.shape
+            context = f"for x {x.shape} and n_heads = {h}"
+            got = _as_numbers(_call(fn, label, x, h), f"what {label} returned")
+            expected = split_heads(x, h)  # (..., h, n, d_head)
+            if got.shape == (*lead, n, h, d_model // h):
+                raise _Failure(f"{label}: wrong shape {got.shape} {context}: that is (..., n, n_heads, d_head); "
+                               f"swap the axes -3 and -2 to get (..., n_heads, n, d_head) = {expected.shape}")
+            mistakes = [
+                (lambda: x.reshape(*lead, h, n, d_model // h), "reshaping straight to (..., n_heads, n, d_head) "
+                 "mixes tokens; reshape to (..., n, n_heads, d_head), then swap the axes -3 and -2"),
+                (lambda: np.moveaxis(x.reshape(*lead, n, d_model // h, h), -1, -3), "head i got every n_heads-th "
+                 "column; it should get the contiguous block of columns i*d_head ... (i+1)*d_head - 1"),
+            ]
+            explanation = _first_matching(got, expected, mistakes)
+            if explanation:
+                raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
+            _compare(got, expected, label, context)
+        return f"{label}: correct for x (2, {cases[0][0].shape[1]}, 8) with 4 heads and for x (5, 6) with 3 heads"
+
+    return _finish(run, label, quiet)
+
+
+def check_merge_heads(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check ``fn(x)``: ``(..., n_heads, n, d_head) -> (..., n, n_heads * d_head)``, the inverse of split.
+
+    >>> check_merge_heads(merge_heads).passed
+    ✓ merge_heads: correct for x (2, 4, 5, 2) and x (3, 5, 2), and undoes split_heads
+    True
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    rng = np.random.default_rng(seed)
+    cases = (rng.standard_normal((2, 4, 5 + seed % 2, 2)), rng.standard_normal((3, 5, 2)))
+
+    def run() -> str:
+        for x in cases:
+            *lead, h, n, d_head = x.shape
+            context = f"for x {x.shape}"
+            got = _as_numbers(_call(fn, label, x), f"what {label} returned")
+            mistakes = [(lambda: x.reshape(*lead, n, h * d_head), "reshaping (..., n_heads, n, d_head) straight to "
+                         "(..., n, d_model) mixes tokens; swap the axes -3 and -2 first, then reshape")]
+            explanation = _first_matching(got, merge_heads(x), mistakes)
+            if explanation:
+                raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
+            _compare(got, merge_heads(x), label, context)
+        model = rng.standard_normal((3, 8))  # (n, d_model)
+        round_trip = _as_numbers(_call(fn, label, split_heads(model, 2)), f"what {label} returned")
+        _compare(round_trip, model, label, "when undoing split_heads(x, 2) for x (3, 8)")
+        return f"{label}: correct for x {cases[0].shape} and x {cases[1].shape}, and undoes split_heads"
+
+    return _finish(run, label, quiet)
+
+
+# --- positional encodings ---------------------------------------------------------------------------
+
+
+def _encoding_variant(n: int, d: int, *, exponent=None, swap=False, concat=False, start=0) -> np.ndarray:
+    pair = np.arange(d // 2)  # (d/2,)
+    exponent = 2 * pair / d if exponent is None else exponent(pair, d)  # (d/2,)
+    angles = np.arange(start, start + n)[:, None] * 10000.0 ** (-exponent)[None, :]  # (n, d/2)
+    first, second = (np.cos(angles), np.sin(angles)) if swap else (np.sin(angles), np.cos(angles))
+    if concat:
+        return np.concatenate([first, second], axis=1)  # (n, d)
+    out = np.empty((n, d))  # (n, d)
+    out[:, 0::2], out[:, 1::2] = first, second
+    return out
+
+
+def check_sinusoidal_encoding(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check ``fn(n_positions, d_model)``: ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
+
+    >>> def swapped(n_positions, d_model):
+    ...     pairs = sinusoidal_encoding(n_positions, d_model).reshape(n_positions, -1, 2)  # (n, d/2, 2)
+    ...     return pairs[:, :, ::-1].reshape(n_positions, d_model)  # (n, d): cos first in each pair
+    >>> _ = check_sinusoidal_encoding(swapped)
+    ✗ swapped: wrong values for n_positions = 6, d_model = 8: sine and cosine are swapped: even
+      columns 2i hold sin, odd columns 2i+1 hold cos
+    >>> check_sinusoidal_encoding(sinusoidal_encoding).passed
+    ✓ sinusoidal_encoding: correct for (6, 8), (50, 16) and (1, 2)
+    True
+    """
+    seed = _check_seed(seed)
+    _check_flag(quiet, "quiet")
+    label = _function_name(fn)
+    sizes = ((6, 8), (50 + seed, 16), (1, 2))
+
+    def run() -> str:
+        for n, d in sizes:
+            context = f"for n_positions = {n}, d_model = {d}"
+            got = _as_numbers(_call(fn, label, n, d), f"what {label} returned")
+            if got.shape == (d, n) and n != d:
+                raise _Failure(f"{label}: wrong shape {got.shape} {context}: expected ({n}, {d}), "
+                               "one row per position (a transpose?)")
+            mistakes = [
+                (lambda: _encoding_variant(n, d, swap=True), "sine and cosine are swapped: even columns 2i "
+                 "hold sin, odd columns 2i+1 hold cos"),
+                (lambda: _encoding_variant(n, d, concat=True), "all sines come first and all cosines after; "
+                 "interleave them: sin in column 2i, cos in column 2i+1"),
+                (lambda: _encoding_variant(n, d, exponent=lambda i, dd: i / dd), "the exponent is i/d_model; "
+                 "pair i uses 10000^(2i/d_model)"),
+                (lambda: _encoding_variant(n, d, exponent=lambda i, dd: -2 * i / dd), "the frequencies grow; "
+                 "divide the position by 10000^(2i/d_model), do not multiply"),
+                (lambda: _encoding_variant(n, d, start=1), "the positions start at 1; the first row encodes "
+                 "position 0"),
+            ]
+            mistakes.append((lambda: _odd_columns_own_exponent(n, d), "column 2i+1 uses its own index in the "
+                             "exponent; both columns of pair i use 10000^(2i/d_model)"))
+            if got.shape == (n, d):
+                explanation = _first_matching(got, sinusoidal_encoding(n, d), mistakes)
+                if explanation:
+                    raise _Failure(f"{label}: wrong values {context}: {explanation}")
+            _compare(got, sinusoidal_encoding(n, d), label, context)
+        return f"{label}: correct for {sizes[0]}, {sizes[1]} and {sizes[2]}"
+
+    return _finish(run, label, quiet)
+
+
+def _odd_columns_own_exponent(n: int, d: int) -> np.ndarray:
+    column = np.arange(d)  # (d,)
+    angles = np.arange(n)[:, None] * 10000.0 ** (-column / d)[None, :]  # (n, d)
+    return np.where(column % 2 == 0, np.sin(angles), np.cos(angles))  # (n, d)

@@ -1,0 +1,500 @@
+"""Tests of attnbook.checks: each check passes the package's own functions, names each typical mistake
+in plain words, reports unfinished stubs as "not done yet", and never raises or prints a traceback."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from attnbook import (
+    causal_mask,
+    layer_norm,
+    merge_heads,
+    scaled_dot_product_attention,
+    self_attention,
+    sinusoidal_encoding,
+    softmax,
+    split_heads,
+)
+from attnbook.checks import (
+    CheckResult,
+    check_attention,
+    check_causal_mask,
+    check_function,
+    check_merge_heads,
+    check_number,
+    check_self_attention,
+    check_sinusoidal_encoding,
+    check_softmax,
+    check_split_heads,
+)
+
+FUNCTION_CHECKS = [check_softmax, check_attention, check_self_attention, check_causal_mask,
+                   check_split_heads, check_merge_heads, check_sinusoidal_encoding]
+REFERENCES = {check_softmax: softmax, check_attention: scaled_dot_product_attention,
+              check_self_attention: self_attention, check_causal_mask: causal_mask,
+              check_split_heads: split_heads, check_merge_heads: merge_heads,
+              check_sinusoidal_encoding: sinusoidal_encoding}
+
+
+def verdict(result: CheckResult) -> str:
+    assert isinstance(result, CheckResult)
+    assert isinstance(result.passed, bool) and isinstance(result.message, str)
+    return result.message
+
+
+# --- every check ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_the_package_reference_passes_its_own_check(check, seed):
+    result = check(REFERENCES[check], seed=seed, quiet=True)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_an_unfinished_stub_is_not_done_yet(check):
+    def stub(*args):
+        raise NotImplementedError("your code here")
+
+    result = check(stub, quiet=True)
+    assert not result.passed
+    assert verdict(result) == ("stub: not done yet (it still raises NotImplementedError); "
+                               "write its body, then run this check again")
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_a_function_returning_none_is_not_done_yet(check):
+    def forgot_return(*args):
+        _ = args
+
+    result = check(forgot_return, quiet=True)
+    assert not result.passed and "not done yet (it returned None; is a `return` missing?)" in result.message
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_an_exception_is_named_without_a_traceback(check):
+    def broken(*args):
+        return {}["missing"]
+
+    result = check(broken, quiet=True)
+    assert not result.passed
+    assert result.message.startswith("broken raised KeyError: 'missing' (called with (")
+    assert "Traceback" not in result.message and "File " not in result.message
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_something_that_is_not_a_function_is_reported(check):
+    result = check(None, quiet=True)
+    assert not result.passed
+    assert result.message == "your function is not a function (it is NoneType); define it with def"
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_an_odd_return_value_gives_a_verdict_not_an_exception(check):
+    result = check(lambda *args: object(), quiet=True)
+    assert not result.passed and result.message
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_a_function_that_overwrites_its_inputs_cannot_spoil_the_reference(check):
+    def vandal(*args):
+        answer = copy.deepcopy(REFERENCES[check](*args))  # not a view of the inputs
+        for arg in args:
+            if isinstance(arg, np.ndarray):
+                arg[...] = 0  # scribbles over the arrays it was given, after computing the right answer
+        return answer
+
+    result = check(vandal, quiet=True)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_a_check_prints_its_message_after_a_mark(check, capsys):
+    result = check(REFERENCES[check])
+    assert capsys.readouterr().out == f"✓ {result.message}\n"
+    result = check(lambda *a: 1 / 0)
+    assert capsys.readouterr().out == f"✗ {result.message}\n"
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "0"])
+def test_a_bad_seed_is_refused(check, seed):
+    with pytest.raises(ValueError, match=r"^seed must be a non-negative integer, got "):
+        check(softmax, seed=seed)
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_a_non_boolean_quiet_is_refused(check):
+    with pytest.raises(TypeError, match=r"^quiet must be True or False, got 1$"):
+        check(softmax, quiet=1)
+
+
+def test_warnings_of_the_students_code_are_silenced(recwarn):
+    def noisy(x):
+        e = np.exp(x)  # overflows at 1000: a RuntimeWarning outside the check
+        return e / e.sum(axis=-1, keepdims=True)
+
+    result = check_softmax(noisy, quiet=True)
+    assert not result.passed and not recwarn.list
+
+
+def test_messages_are_the_same_on_every_run():
+    def unscaled(q, k, v):
+        w = softmax(q @ np.swapaxes(k, -1, -2))
+        return w @ v, w
+
+    assert check_attention(unscaled, quiet=True) == check_attention(unscaled, quiet=True)
+
+
+def test_a_result_prints_as_its_marked_message():
+    assert str(CheckResult(True, "fine")) == "✓ fine"
+    assert str(CheckResult(False, "wrong")) == "✗ wrong"
+
+
+# --- softmax ----------------------------------------------------------------------------------------
+
+
+def naive_softmax(x):
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_softmax_overflowing_at_large_logits_is_not_stable():
+    result = check_softmax(naive_softmax, quiet=True)
+    assert result.message.startswith("naive_softmax: not stable for large inputs: logits of 1000 give NaN or inf")
+    assert "subtract each row's maximum before exp" in result.message
+
+
+def test_softmax_stability_can_be_left_out():
+    assert check_softmax(naive_softmax, large_logits=False, quiet=True).passed
+
+
+def test_softmax_normalised_over_columns_is_on_the_wrong_axis():
+    result = check_softmax(lambda x: softmax(x, axis=0), quiet=True)
+    assert "normalised along the wrong axis" in result.message and "use axis=-1" in result.message
+
+
+def test_softmax_rows_that_do_not_sum_to_one_are_named():
+    result = check_softmax(np.exp, quiet=True)
+    assert "the rows do not sum to 1" in result.message and "(one sums to " in result.message
+
+
+def test_softmax_with_negative_weights_is_named():
+    result = check_softmax(lambda x: x - x.mean(axis=-1, keepdims=True) + 1 / x.shape[-1], quiet=True)
+    assert "negative weights" in result.message and "never negative" in result.message
+
+
+def test_softmax_of_the_transposed_shape_is_named():
+    result = check_softmax(lambda x: softmax(np.swapaxes(x, -1, -2)), quiet=True)
+    assert result.message == ("your function: wrong shape on a 3 x 6 array: expected (3, 6), got (6, 3) "
+                              "(the last two axes are swapped: a transpose?)")
+
+
+def test_softmax_returning_one_number_per_row_is_a_shape_error():
+    result = check_softmax(lambda x: x.sum(axis=-1), quiet=True)
+    assert "expected (3, 6), got (3,)" in result.message and "one weight per logit" in result.message
+
+
+def test_softmax_dividing_by_the_whole_sum_is_explained():
+    result = check_softmax(lambda x: np.exp(x) / np.exp(x).sum(), quiet=True)
+    assert not result.passed and "rows do not sum to 1" in result.message
+
+
+def test_softmax_subtracting_the_logits_from_the_maximum_is_explained():
+    def reversed_shift(x):
+        e = np.exp(x.max(axis=-1, keepdims=True) - x)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    result = check_softmax(reversed_shift, quiet=True)
+    assert "the logits are negated: subtract each row's maximum from x" in result.message
+
+
+def test_softmax_working_only_in_two_dimensions_fails_on_the_batch():
+    def two_d(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    result = check_softmax(two_d, quiet=True)
+    assert "on a batch of shape (2, 3, 6)" in result.message
+
+
+def test_softmax_check_never_shows_the_reference_values():
+    x = np.random.default_rng(0).normal(scale=2.0, size=(3, 6))
+    reference = softmax(x)
+    result = check_softmax(lambda x: np.full(x.shape, 1 / x.shape[-1]), quiet=True)
+    assert not result.passed
+    for value in reference.ravel():
+        assert f"{value:.3g}" not in result.message
+
+
+# --- attention --------------------------------------------------------------------------------------
+
+
+def attention_with(scores_fn, axis=-1):
+    def attention(q, k, v):
+        w = softmax(scores_fn(q, k), axis=axis)
+        return w @ v, w
+    return attention
+
+
+def test_attention_without_the_scaling_factor_is_off_by_it():
+    result = check_attention(attention_with(lambda q, k: q @ np.swapaxes(k, -1, -2)), quiet=True)
+    assert "off by the scaling factor: divide the scores Q K^T by sqrt(d_k) = 2" in result.message
+
+
+def test_attention_divided_by_d_k_is_named():
+    result = check_attention(attention_with(lambda q, k: q @ np.swapaxes(k, -1, -2) / q.shape[-1]), quiet=True)
+    assert "the scores are divided by d_k = 4; the factor is sqrt(d_k) = 2" in result.message
+
+
+def test_attention_with_transposed_weights_is_named():
+    def transposed(q, k, v):
+        out, w = scaled_dot_product_attention(q, k, v)
+        return out, np.swapaxes(w, -1, -2)
+
+    result = check_attention(transposed, quiet=True)
+    assert "wrong shape" in result.message and "(the last two axes are swapped: a transpose?)" in result.message
+
+
+def test_attention_with_scores_k_q_transposed_is_named():
+    def keys_first(q, k, v):
+        w = softmax(k @ np.swapaxes(q, -1, -2) / 2.0)  # (n_k, n_q): K Q^T
+        return scaled_dot_product_attention(q, k, v).output, w
+
+    result = check_attention(keys_first, quiet=True)
+    assert "expected (3, 5) (n_q, n_k), got (5, 3)" in result.message
+
+
+def test_attention_normalised_over_the_queries_is_named():
+    result = check_attention(attention_with(lambda q, k: q @ np.swapaxes(k, -1, -2) / 2.0, axis=-2), quiet=True)
+    assert "the softmax runs over the queries" in result.message
+
+
+def test_attention_using_k_dot_t_fails_on_a_batch_with_a_hint():
+    def k_dot_t(q, k, v):
+        w = softmax(q @ k.T / np.sqrt(q.shape[-1]))
+        return w @ v, w
+
+    result = check_attention(k_dot_t, quiet=True)
+    assert result.message.startswith("k_dot_t raised ValueError")
+    assert result.message.endswith("transpose only the last two axes of k: np.swapaxes(k, -1, -2), not k.T")
+
+
+def test_attention_returning_only_the_output_is_asked_for_the_pair():
+    result = check_attention(lambda q, k, v: scaled_dot_product_attention(q, k, v).output, quiet=True)
+    assert "returned only the output" in result.message and "return the pair (output, weights)" in result.message
+
+
+def test_attention_with_an_overflowing_softmax_is_not_stable():
+    result = check_attention(attention_with(lambda q, k: q @ np.swapaxes(k, -1, -2) / 2.0), quiet=True)
+    assert result.passed  # the package softmax is stable: the attention built on it passes
+
+    def naive(q, k, v):
+        w = naive_softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
+        return w @ v, w
+
+    assert "not stable for large scores" in check_attention(naive, quiet=True).message
+    assert check_attention(naive, large_scores=False, quiet=True).passed
+
+
+def test_attention_with_a_wrong_output_names_the_output():
+    def wrong_output(q, k, v):
+        out, w = scaled_dot_product_attention(q, k, v)
+        return out + 1.0, w
+
+    result = check_attention(wrong_output, quiet=True)
+    assert result.message.startswith("the output of wrong_output: wrong values") and "weights @ v" in result.message
+
+
+def test_self_attention_without_the_value_projection_is_named():
+    def unprojected_values(x, w_q, w_k, w_v):
+        _, w = self_attention(x, w_q, w_k, w_v)
+        return w @ x[..., : w_v.shape[1]], w
+
+    result = check_self_attention(unprojected_values, quiet=True)
+    assert "the values are V = X W_V" in result.message
+
+
+def test_self_attention_scoring_x_itself_is_told_to_project():
+    def unprojected(x, w_q, w_k, w_v):
+        w = softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]))
+        return w @ (x @ w_v), w
+
+    result = check_self_attention(unprojected, quiet=True)
+    assert "project first: Q = X W_Q and K = X W_K" in result.message
+
+
+# --- masks ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mask_fn", "words"), [
+    (lambda n: np.triu(np.ones((n, n), dtype=bool)), "transposed for n = 4: True above the diagonal"),
+    (lambda n: ~np.tril(np.ones((n, n), dtype=bool)), "True and False swapped for n = 4"),
+    (lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1), "False on the diagonal for n = 4"),
+    (lambda n: np.tril(np.ones((n, n))), "returned 0s and 1s of dtype float64 for n = 4"),
+    (lambda n: np.where(np.tril(np.ones((n, n), dtype=bool)), 0.0, -np.inf), "returned an additive mask"),
+    (lambda n: np.ones((n, n + 1), dtype=bool), "wrong shape for n = 4: expected (4, 4), got (4, 5)"),
+    (lambda n: np.eye(n, dtype=bool), "wrong values for n = 4: 6 of 16 entries differ from the causal mask"),
+])
+def test_causal_mask_mistakes_are_named(mask_fn, words):
+    result = check_causal_mask(mask_fn, quiet=True)
+    assert not result.passed and words in result.message
+
+
+# --- heads ------------------------------------------------------------------------------------------
+
+
+def test_split_heads_reshaped_without_moving_axes_is_explained():
+    result = check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1), quiet=True)
+    assert "reshaping straight to (..., n_heads, n, d_head) mixes tokens" in result.message
+
+
+def test_split_heads_without_the_swap_names_the_layout():
+    result = check_split_heads(lambda x, h: x.reshape(*x.shape[:-1], h, -1), quiet=True)
+    assert "that is (..., n, n_heads, d_head); swap the axes -3 and -2" in result.message
+
+
+def test_split_heads_with_interleaved_columns_is_explained():
+    result = check_split_heads(lambda x, h: np.moveaxis(x.reshape(*x.shape[:-1], -1, h), -1, -3), quiet=True)
+    assert "head i got every n_heads-th column" in result.message
+
+
+def test_merge_heads_reshaped_without_the_swap_is_explained():
+    result = check_merge_heads(lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1), quiet=True)
+    assert "swap the axes -3 and -2 first, then reshape" in result.message
+
+
+# --- positional encodings ---------------------------------------------------------------------------
+
+
+def variant(n, d, *, swap=False, concat=False, start=0, exponent=None):
+    pairs = np.arange(d // 2)
+    power = 2 * pairs / d if exponent is None else exponent(pairs, d)
+    angles = np.arange(start, start + n)[:, None] / 10000.0 ** power[None, :]
+    a, b = (np.cos(angles), np.sin(angles)) if swap else (np.sin(angles), np.cos(angles))
+    if concat:
+        return np.concatenate([a, b], axis=1)
+    out = np.empty((n, d))
+    out[:, 0::2], out[:, 1::2] = a, b
+    return out
+
+
+@pytest.mark.parametrize(("encoding", "words"), [
+    (lambda n, d: variant(n, d, swap=True), "sine and cosine are swapped"),
+    (lambda n, d: variant(n, d, concat=True), "all sines come first and all cosines after"),
+    (lambda n, d: variant(n, d, exponent=lambda i, dd: i / dd), "the exponent is i/d_model"),
+    (lambda n, d: variant(n, d, exponent=lambda i, dd: -2 * i / dd), "the frequencies grow"),
+    (lambda n, d: variant(n, d, start=1), "the positions start at 1"),
+    (lambda n, d: sinusoidal_encoding(n, d).T, "one row per position (a transpose?)"),
+])
+def test_sinusoidal_encoding_mistakes_are_named(encoding, words):
+    result = check_sinusoidal_encoding(encoding, quiet=True)
+    assert not result.passed and words in result.message
+
+
+def test_sinusoidal_encoding_with_each_column_its_own_exponent_is_named():
+    def own_exponent(n, d):
+        column = np.arange(d)
+        angles = np.arange(n)[:, None] / 10000.0 ** (column / d)[None, :]
+        return np.where(column % 2 == 0, np.sin(angles), np.cos(angles))
+
+    assert "column 2i+1 uses its own index" in check_sinusoidal_encoding(own_exponent, quiet=True).message
+
+
+# --- numbers ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer", [None, ...])
+def test_a_missing_number_is_not_done_yet(answer):
+    result = check_number(answer, 3.0, "answer_x", quiet=True)
+    assert not result.passed and result.message == "answer_x: not done yet (set it to your number)"
+
+
+@pytest.mark.parametrize("answer", [3, 3.0, np.int64(3), np.float32(3.0), np.array(3.0), np.array([3.0])])
+def test_a_right_number_passes_whatever_its_type(answer):
+    assert check_number(answer, 3, "answer_x", quiet=True).message == "answer_x is right"
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    ("3", "answer_x is the text '3'; write the number itself, without quotes"),
+    (True, "answer_x is True; a number is expected"),
+    (np.array([3.0, 4.0]), "answer_x is an array of shape (2,); a single number is expected"),
+    (3 + 0j, "answer_x is a complex; a real number is expected"),
+    (float("nan"), "answer_x is nan; a finite number is expected"),
+    (-3.0, "answer_x = -3 has the right size but the wrong sign"),
+    (3.01, "answer_x = 3.01 is close but not within a relative tolerance of 1e-06"),
+    (4.0, "answer_x = 4 is not right"),
+])
+def test_a_wrong_number_is_described_without_the_expected_value(answer, words):
+    result = check_number(answer, 3.0, "answer_x", quiet=True)
+    assert not result.passed and result.message.startswith(words)
+
+
+def test_a_hint_is_added_to_a_wrong_answer():
+    result = check_number(1.0, 3.0, "answer_x", hint="count the three projections", quiet=True)
+    assert result.message == "answer_x = 1 is not right; hint: count the three projections"
+
+
+def test_an_absolute_tolerance_accepts_zero_answers():
+    assert check_number(1e-15, 0.0, "answer_w3", abs_tol=1e-12, quiet=True).passed
+    assert not check_number(1e-15, 0.0, "answer_w3", quiet=True).passed
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"expected": math.inf}, ValueError, "expected must be a finite real number, got inf"),
+    ({"expected": "3"}, ValueError, "expected must be a finite real number, got '3'"),
+    ({"name": ""}, TypeError, "name must be a non-empty string, got ''"),
+    ({"rel_tol": -1.0}, ValueError, "rel_tol must be a non-negative finite number, got -1.0"),
+    ({"hint": 3}, TypeError, "hint must be a string or None, got 3"),
+])
+def test_instructor_mistakes_in_check_number_raise_clear_errors(kwargs, error, words):
+    arguments = {"answer": 1.0, "expected": 1.0, "name": "x", **kwargs}
+    with pytest.raises(error, match="^" + words.replace("(", r"\(").replace(")", r"\)") + "$"):
+        check_number(**arguments)
+
+
+# --- any function -----------------------------------------------------------------------------------
+
+
+def test_check_function_compares_every_part_of_a_named_tuple():
+    q = np.random.default_rng(0).standard_normal((3, 2))
+
+    def only_weights_wrong(q, k, v):
+        out, w = scaled_dot_product_attention(q, k, v)
+        return out, w * 2
+
+    result = check_function(only_weights_wrong, scaled_dot_product_attention, [(q, q, q)], quiet=True)
+    assert result.message.startswith("only_weights_wrong (weights): wrong values on case 1 of 1")
+
+
+def test_check_function_asks_for_every_result_of_a_tuple():
+    q = np.ones((2, 2))
+    result = check_function(lambda q, k, v: q, scaled_dot_product_attention, [(q, q, q)], name="f", quiet=True)
+    assert result.message == "f: returned a single ndarray; expected 2 results (output, weights) on case 1 of 1, " \
+                             "inputs (an array of shape (2, 2), an array of shape (2, 2), an array of shape (2, 2))"
+
+
+def test_check_function_counts_its_cases():
+    x = np.ones((2, 3))
+    assert check_function(layer_norm, layer_norm, [(x,), (x,)], quiet=True).message == (
+        "layer_norm: matches the reference on all 2 cases")
+
+
+def test_check_function_reports_a_transposed_square_result():
+    x = np.arange(9.0).reshape(3, 3)
+    result = check_function(lambda x: np.tanh(x).T, np.tanh, [(x,)], name="f", quiet=True)
+    assert result.message.startswith("f: off by a transpose on case 1 of 1")
+
+
+@pytest.mark.parametrize(("arguments", "error"), [
+    ({"reference": 3, "cases": [(1,)]}, TypeError),
+    ({"reference": abs, "cases": [1]}, ValueError),
+    ({"reference": abs, "cases": [(1,)], "name": 3}, TypeError),
+    ({"reference": abs, "cases": [(1,)], "atol": -1}, ValueError),
+])
+def test_instructor_mistakes_in_check_function_raise_clear_errors(arguments, error):
+    with pytest.raises(error):
+        check_function(abs, **arguments)

@@ -1,0 +1,281 @@
+"""Grading: the sample submissions of hw_scaled_dot_product_attention get the scores and reasons they deserve.
+
+The folder tests/homework/submissions/hw_scaled_dot_product_attention/ holds one correct submission and
+one of each kind of fault (written by make_submissions.py). `scripts/homework.py grade` grades it once
+for this module; the tests read the CSV and the feedback files it wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+import homework
+from homework_support import SAMPLES
+
+HOMEWORK = "hw_scaled_dot_product_attention"
+QUESTIONS = ["softmax-values", "softmax-stable", "by-hand-a12", "by-hand-a21", "attention-values",
+             "attention-heads-and-stability", "variance-raw", "variance-scaled"]
+TIMEOUT_S = 5  # per cell; the correct cells take well under a second
+
+# student -> (points per question in the order of QUESTIONS, what the reason must say)
+EXPECTED = {
+    "correct": ([2, 1, 1, 1, 2, 1, 1, 1], ["all 8 hidden tests passed"]),
+    "blank": ([0] * 8, ["8 of 8 hidden tests failed"]),
+    "partly_wrong": ([2, 0, 1, 0, 0, 0, 1, 0], [
+        "5 of 8 hidden tests failed (softmax-stable, by-hand-a21, attention-values, "
+        "attention-heads-and-stability, variance-scaled)",
+        "a submitted cell that claimed to be a hidden test was removed"]),
+    "raises": ([0, 0, 1, 1, 2, 1, 1, 1], ["2 of 8 hidden tests failed (softmax-values, softmax-stable)",
+                                          "cell 2 raised ZeroDivisionError"]),
+    "infinite_loop": ([2, 1, 1, 1, 2, 1, 1, 1], [
+        "all 8 hidden tests passed", f"cell 2: the cell ran longer than {TIMEOUT_S} s and was interrupted"]),
+    "stubborn_loop": ([2, 1, 1, 1, 2, 1, 1, 1], [
+        "all 8 hidden tests passed", "the kernel ignored the interrupt and was restarted"]),
+    "kills_kernel": ([2, 1, 1, 1, 2, 1, 1, 1], [
+        "all 8 hidden tests passed", "cell 2: the kernel died; it was restarted"]),
+    "deleted_cells": ([2, 1, 1, 1, 0, 0, 1, 1], [
+        "2 of 8 hidden tests failed (attention-values, attention-heads-and-stability)",
+        "no cell defines my_attention (deleted or renamed?)"]),
+    "renamed_function": ([0, 0, 1, 1, 2, 1, 1, 1], [
+        "2 of 8 hidden tests failed (softmax-values, softmax-stable)",
+        "no cell defines my_softmax (deleted or renamed?)"]),
+    "invalid_json": ([0] * 8, ["not a valid notebook: the file is not valid JSON"]),
+    "wrong_nbformat": ([0] * 8, ["not a valid notebook: NBFormatError: Unsupported nbformat version 5"]),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Run the real command on the sample folder; returns (output folder, CSV rows by student, stdout)."""
+    out = tmp_path_factory.mktemp("grades")
+    command = [sys.executable, str(homework.ROOT / "scripts" / "homework.py"), "grade", HOMEWORK, str(SAMPLES),
+               str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+    with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return out, rows, finished.stdout
+
+
+def test_the_sample_folder_holds_every_kind_of_submission():
+    assert sorted(p.stem for p in SAMPLES.glob("*.ipynb")) == sorted(EXPECTED)
+
+
+def test_csv_has_a_column_per_question_then_total_max_and_reason(graded):
+    _, rows, _ = graded
+    first = next(iter(rows.values()))
+    assert list(first) == ["student", *QUESTIONS, "total", "max", "reason"]
+    assert sorted(rows) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_each_submission_gets_its_expected_points_and_reason(graded, student):
+    _, rows, _ = graded
+    points, reasons = EXPECTED[student]
+    row = rows[student]
+    assert [int(row[q]) for q in QUESTIONS] == points
+    assert int(row["total"]) == sum(points) and int(row["max"]) == 10
+    for words in reasons:
+        assert words in row["reason"], row["reason"]
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_each_student_gets_a_feedback_file_with_the_score(graded, student):
+    out, rows, _ = graded
+    text = (out / "feedback" / f"{student}.md").read_text(encoding="utf-8")
+    assert text.startswith(f"# Feedback: {HOMEWORK} for {student}\n\n**Score: {rows[student]['total']} / 10**")
+    assert "Traceback" not in text and "BEGIN HIDDEN" not in text
+
+
+def test_feedback_repeats_what_the_checks_said_about_a_wrong_answer(graded):
+    out, _, _ = graded
+    text = (out / "feedback" / "partly_wrong.md").read_text(encoding="utf-8")
+    assert "| softmax-stable | 0 / 1 | failed |" in text
+    assert "off by the scaling factor: divide the scores Q K^T by sqrt(d_k) = 2" in text
+    assert "`AssertionError: my_softmax gives NaN or inf for logits of ±10000" in text
+
+
+def test_feedback_of_an_unfinished_notebook_says_not_done_yet(graded):
+    out, _, _ = graded
+    text = (out / "feedback" / "blank.md").read_text(encoding="utf-8")
+    assert "not done yet (it still raises NotImplementedError)" in text
+    assert "answer_a12: not done yet (set it to your number)" in text
+
+
+def test_feedback_of_an_invalid_file_explains_the_zero(graded):
+    out, _, _ = graded
+    text = (out / "feedback" / "invalid_json.md").read_text(encoding="utf-8")
+    assert "Your notebook could not be graded: not a valid notebook: the file is not valid JSON" in text
+
+
+def test_command_prints_one_line_per_student_and_the_time(graded):
+    _, _, stdout = graded
+    lines = stdout.splitlines()
+    assert lines[0].startswith("blank: 0 / 10") and lines[-1].startswith(f"graded {len(EXPECTED)} submission(s) in ")
+
+
+# --- the pieces, without a kernel -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return homework.grading_plan(HOMEWORK)
+
+
+def correct_notebook():
+    return nbformat.read(SAMPLES / "correct.ipynb", as_version=4)
+
+
+def test_hidden_tests_follow_the_cells_of_their_own_task(plan):
+    prepared, notes = homework.prepare_submission(correct_notebook(), plan)
+    sequence = [(homework.role(c) or c.metadata.get("grade_id"), c.metadata.get("task")) for c in prepared.cells]
+    stubs = [i for i, (r, _) in enumerate(sequence) if r == "stub"]
+    hidden = [i for i, c in enumerate(prepared.cells) if "hidden-test" in c.metadata.get("tags", [])]
+    assert notes == [] and len(hidden) == len(plan["hidden"])
+    assert [prepared.cells[i].metadata["grade_id"] for i in hidden] == QUESTIONS
+    assert stubs[0] < hidden[0] < hidden[1] < stubs[1]  # softmax's two tests before the next task
+    assert prepared.cells[hidden[1] + 1].cell_type == "markdown"  # ... and before its instructions
+    assert hidden[-1] == len(prepared.cells) - 1  # the last task's tests at the end
+
+
+def test_cells_claiming_to_be_hidden_tests_are_dropped(plan):
+    notebook = correct_notebook()
+    claims = [nbformat.v4.new_code_cell("pass", metadata={"tags": ["hidden-test"]}),
+              nbformat.v4.new_code_cell("pass", metadata={"grade_id": "softmax-values"}),
+              nbformat.v4.new_code_cell("pass", metadata={"points": 5}),
+              nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {"grade": True}})]
+    notebook.cells.extend(claims)
+    prepared, notes = homework.prepare_submission(notebook, plan)
+    assert sum(c.source == "pass" for c in prepared.cells) == 0
+    assert notes == ["a submitted cell that claimed to be a hidden test was removed"]
+    real = [c for c in prepared.cells if "hidden-test" in c.metadata.get("tags", [])]
+    assert [c.source for c in real] == [t["source"] for t in plan["hidden"]]
+
+
+def test_tests_of_a_task_whose_cells_are_gone_still_run_before_the_next_task(plan):
+    notebook = correct_notebook()
+    notebook.cells = [c for c in notebook.cells if c.metadata.get("task") != "attention"]
+    prepared, notes = homework.prepare_submission(notebook, plan)
+    ids = [c.metadata.get("grade_id") for c in prepared.cells]
+    variance_stub = next(i for i, c in enumerate(prepared.cells) if c.metadata.get("task") == "variance")
+    assert ids.index("attention-values") < variance_stub
+    assert notes == ["no cell defines my_attention (deleted or renamed?)"]
+
+
+def test_a_notebook_without_task_metadata_gets_every_test_at_the_end(plan):
+    notebook = correct_notebook()
+    for cell in notebook.cells:
+        cell.metadata = {}
+    prepared, _ = homework.prepare_submission(notebook, plan)
+    assert [c.metadata.get("grade_id") for c in prepared.cells[-len(QUESTIONS):]] == QUESTIONS
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ("", "not a valid notebook: the file is not valid JSON"),
+    ("[1, 2]", "not a valid notebook: "),
+    ('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"}]}',
+     "not a valid notebook: it does not follow nbformat 4"),
+])
+def test_unreadable_files_are_refused_with_a_reason(tmp_path, content, words):
+    path = tmp_path / "student.ipynb"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(homework.HomeworkError) as error:
+        homework.read_submission(path)
+    assert str(error.value).startswith(words)
+
+
+def test_a_missing_submissions_folder_is_refused(tmp_path):
+    assert homework.main(["grade", HOMEWORK, str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 1
+
+
+def test_submissions_may_sit_in_one_folder_per_student(tmp_path):
+    (tmp_path / "alice").mkdir()
+    shutil.copy(SAMPLES / "correct.ipynb", tmp_path / "alice" / f"{HOMEWORK}.ipynb")
+    shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "bob.ipynb")
+    assert [(student, path.name) for student, path in homework.submissions_in(tmp_path)] == [
+        ("bob", "bob.ipynb"), ("alice", f"{HOMEWORK}.ipynb")]
+
+
+@pytest.mark.slow
+def test_time_to_grade_one_hundred_submissions(tmp_path):
+    """A measurement, not a timed assertion: prints how long 100 correct submissions take (2 workers)."""
+    folder = tmp_path / "hundred"
+    folder.mkdir()
+    for index in range(100):
+        shutil.copy(SAMPLES / "correct.ipynb", folder / f"student_{index:03d}.ipynb")
+    start = time.perf_counter()
+    results = homework.grade(HOMEWORK, folder, tmp_path / "out", timeout=10, jobs=2)
+    seconds = time.perf_counter() - start
+    print(f"\ngraded 100 submissions in {seconds:.1f} s ({seconds / 100:.2f} s each, 2 workers)")
+    assert [r["total"] for r in results] == [10] * 100
+
+
+def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
+    monkeypatch.setattr(homework, "grade_submission", lambda *args: os._exit(3))  # inherited by the fork
+    [result] = homework.grade_in_workers(homework.grading_plan(HOMEWORK), [("ann", SAMPLES / "correct.ipynb")],
+                                         timeout=5, jobs=1, deadline=60)
+    assert result["student"] == "ann" and result["reason"] == "the grading worker died (exit code 3)"
+
+
+def test_a_worker_past_its_deadline_is_stopped_and_the_next_one_still_runs(monkeypatch):
+    def hang_for_ann(plan, path, timeout, deadline):
+        if path.stem == "correct":
+            time.sleep(600)
+        return {"student": path.stem, "points": {}, "feedback": [], "notes": [], "status": "graded",
+                "reason": "fine"}
+
+    monkeypatch.setattr(homework, "grade_submission", hang_for_ann)
+    found = [("ann", SAMPLES / "correct.ipynb"), ("bob", SAMPLES / "blank.ipynb")]
+    ann, bob = homework.grade_in_workers(homework.grading_plan(HOMEWORK), found, timeout=5, jobs=2, deadline=-59)
+    assert ann["reason"] == "grading took longer than 1 s and was stopped"
+    assert bob["student"] == "bob" and bob["reason"] == "fine"
+
+
+def test_a_kernel_that_never_starts_gives_zero_with_a_reason_after_one_retry(monkeypatch):
+    attempts = []
+
+    async def no_kernel(*args):
+        attempts.append(1)
+        raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    monkeypatch.setattr(homework, "_execute", no_kernel)
+    result = homework.grade_submission(homework.grading_plan(HOMEWORK), SAMPLES / "correct.ipynb")
+    assert len(attempts) == 2 and result["total"] == 0 and result["status"] == "error"
+    assert result["reason"] == "could not be run: RuntimeError: Kernel didn't respond in 60 seconds"
+
+
+@pytest.mark.slow
+def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tmp_path):
+    for source in homework.homework_sources():
+        folder = tmp_path / source.stem
+        folder.mkdir()
+        _, instructor = homework.load(source)
+        solutions = {c.metadata["task"]: c.source for c in instructor.cells if homework.role(c) == "solution"}
+        notebook = homework.student_notebook(source)
+        nbformat.write(notebook, folder / "blank.ipynb")
+        for cell in notebook.cells:
+            if homework.role(cell) == "stub":
+                cell.source = solutions[cell.metadata["task"]]
+        nbformat.write(notebook, folder / "solved.ipynb")
+        results = homework.grade(source.stem, folder, tmp_path / "out" / source.stem, timeout=10, jobs=2)
+        assert [(r["student"], r["total"]) for r in results] == [("blank", 0), ("solved", 10)], source.stem
+
+
+def test_a_student_name_that_comes_twice_gets_a_suffix(tmp_path):
+    (tmp_path / "alice").mkdir()
+    shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "alice.ipynb")
+    shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "alice" / "second.ipynb")
+    assert [student for student, _ in homework.submissions_in(tmp_path)] == ["alice", "alice-2"]
+
+
+@pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--deadline", "-1"), ("--jobs", "0")])
+def test_grading_options_must_be_positive(tmp_path, option, value, capsys):
+    assert homework.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path), option, value]) == 1
+    assert "must be a positive" in capsys.readouterr().err

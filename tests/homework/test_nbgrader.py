@@ -1,0 +1,111 @@
+"""The nbgrader export works with nbgrader itself, offline: generate_assignment, then autograde.
+
+`scripts/homework.py nbgrader` writes the source notebooks into a temporary course directory with an
+nbgrader_config.py; nbgrader_driver.py (its own process) runs nbgrader's Python API on it and reports
+the scores of a solved and a blank submission. nbgrader is an instructor/test dependency
+(requirements-instructor.txt); without it these tests are skipped and say so.
+
+Every homework goes through generate_assignment. Autograding costs about 2 s per notebook, so by default
+two homeworks are autograded (the one with the sample submissions and the one with the most code);
+ATTNBOOK_SLOW=1 autogrades all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jupytext
+import nbformat
+import pytest
+
+import homework
+from homework_support import HERE, NAMES, SLOW, SOURCES
+
+pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -r requirements-instructor.txt")
+
+AUTOGRADED = NAMES if SLOW else ["hw_scaled_dot_product_attention", "hw_transformer"]
+
+CONFIG = '''c = get_config()  # noqa: F821 (nbgrader's config files get this name)
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "attention-computed"
+c.CourseDirectory.db_url = "sqlite:///" + {root!r} + "/gradebook.db"
+c.Exchange.root = {exchange!r}
+c.ExecutePreprocessor.timeout = 60
+'''
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    assert homework.main(["nbgrader", str(root)]) == 0
+    (root / "nbgrader_config.py").write_text(
+        CONFIG.format(root=str(root), exchange=str(tmp_path_factory.mktemp("exchange"))), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(course):
+    finished = subprocess.run([sys.executable, str(HERE / "nbgrader_driver.py"), str(course), *AUTOGRADED],
+                              capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def cells_by_id(notebook):
+    return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells}
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=NAMES)
+def test_export_marks_every_cell_for_nbgrader(course, source):
+    notebook = nbformat.read(course / "source" / source.stem / f"{source.stem}.ipynb", as_version=4)
+    instructor = jupytext.read(source)
+    roles = [homework.role(c) for c in instructor.cells if homework.role(c) != "stub"]
+    assert [c.metadata["tags"][0] for c in notebook.cells] == roles
+    for cell in notebook.cells:
+        meta = cell.metadata["nbgrader"]
+        assert meta["schema_version"] == 3 and meta["task"] is False
+        role = cell.metadata["tags"][0]
+        if role == "solution":
+            assert (meta["solution"], meta["grade"], meta["locked"]) == (True, False, False)
+            assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
+        elif role == "hidden-test":
+            assert (meta["solution"], meta["grade"], meta["locked"]) == (False, True, True)
+            assert meta["points"] > 0
+            assert "### BEGIN HIDDEN TESTS" in cell.source and "### END HIDDEN TESTS" in cell.source
+        else:
+            assert (meta["solution"], meta["grade"], meta["locked"]) == (False, False, True)
+    assert len(cells_by_id(notebook)) == len(notebook.cells), "grade_ids must be unique in a notebook"
+
+
+def test_solution_markers_keep_the_stubs_signature_outside():
+    stub = 'def f(x):\n    """Doc."""\n    raise NotImplementedError("f: your code here")\n'
+    solution = 'def f(x):\n    """Doc."""\n    y = x + 1  # (n,)\n    return y\n'
+    assert homework._solution_with_markers(stub, solution) == (
+        'def f(x):\n    """Doc."""\n    ### BEGIN SOLUTION\n    y = x + 1  # (n,)\n    return y\n'
+        "    ### END SOLUTION")
+
+
+def test_solution_markers_wrap_each_function_of_a_two_function_stub():
+    stub = "def f():\n    raise NotImplementedError\n\n\ndef g():\n    raise NotImplementedError\n"
+    solution = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    marked = homework._solution_with_markers(stub, solution)
+    assert marked.count("### BEGIN SOLUTION") == 2 and "def g():\n    ### BEGIN SOLUTION\n    return 2" in marked
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nbgrader_generates_the_student_assignment(report, course, name):
+    assert report[name]["generated"], report[name]["error"]
+    release = nbformat.read(course / "release" / name / f"{name}.ipynb", as_version=4)
+    text = "\n".join(cell.source for cell in release.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "# YOUR CODE HERE" in text
+
+
+@pytest.mark.parametrize("name", AUTOGRADED)
+def test_nbgrader_autograde_gives_full_marks_to_the_solution_and_none_to_the_blank(report, name):
+    scores = report[name]["scores"]
+    assert report[name]["error"] == ""
+    assert scores["solved"] == [10.0, 10.0]
+    assert scores["blank"] == [0.0, 10.0]
