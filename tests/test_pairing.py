@@ -94,6 +94,11 @@ def test_every_figure_has_alt_text(source: Path):
 def test_every_ignored_output_is_justified(source: Path):
     notebook = jupytext.read(source)
     for index, cell in enumerate(notebook.cells):
+        first_line = (cell.source.lstrip().splitlines() or [""])[0]
+        if first_line.startswith("# nbval-ignore-output:"):
+            assert "nbval-ignore-output" in cell.metadata.get("tags", []), (
+                f"cell {index} of {source.name} explains why nbval should ignore its output but lacks the tag"
+            )
         if "nbval-ignore-output" in cell.metadata.get("tags", []):
             first = cell.source.lstrip().splitlines()[0]
             assert re.match(r"#\s*nbval-ignore-output:\s*\S", first), (
