@@ -11,12 +11,11 @@
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 
+from .softmax import softmax_rows_in_place
 from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim
 
 __all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention"]
@@ -146,7 +145,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
         part = slice(start, start + step)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected in the softmax below
             scores = np.matmul(flat_q[part], np.swapaxes(flat_k[part], -1, -2), out=flat_w[part])  # (b, n_q, n_k)
-        _softmax_rows_in_place(scores, None if flat_m is None else flat_m[part])
+        softmax_rows_in_place(scores, None if flat_m is None else flat_m[part])  # (b, n_q, n_k)
         np.matmul(scores, flat_v[part], out=flat_o[part])  # (b, n_q, d_v); n_k = 0 gives zeros
     return AttentionResult(output, weights)
 
@@ -160,50 +159,3 @@ def _flat_batch(x: np.ndarray, batch: tuple[int, ...], dtype) -> np.ndarray:
     return full.reshape((math.prod(batch),) + x.shape[-2:])  # (B, rows, cols); copies only when broadcasting
 
 
-def _softmax_rows_in_place(scores: np.ndarray, allowed) -> None:
-    """Masked softmax along the last axis, overwriting ``scores`` ``(b, n_q, n_k)`` (finite products of
-    finite inputs unless they overflowed). Same conventions as :func:`attnbook.softmax`.
-
-    The work is row-local, so large chunks are split by rows over the machine's cores (numpy
-    releases the GIL inside ufuncs); every row is computed the same way whatever the split, so a
-    row's result never depends on what else is in the batch.
-    """
-    if scores.shape[-1] == 0:  # no keys at all: nothing to normalise, like a fully masked row
-        return
-    n_rows = scores.shape[-2]
-    if _WORKERS > 1 and scores.size >= _PARALLEL_FROM and n_rows >= _WORKERS:
-        cuts = np.linspace(0, n_rows, _WORKERS + 1).astype(int)  # (workers + 1,)
-        rows = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
-        jobs = [(scores[..., r, :], None if allowed is None else allowed[..., r, :]) for r in rows]
-        list(_pool().map(lambda job: _softmax_rows(*job), jobs))
-    else:
-        _softmax_rows(scores, allowed)
-
-
-def _softmax_rows(scores: np.ndarray, allowed) -> None:
-    if allowed is not None:
-        np.copyto(scores, -np.inf, where=~allowed)  # (b, rows, n_k)
-    row_max = scores.max(axis=-1, keepdims=True)  # (b, rows, 1)
-    if not np.all(np.isfinite(row_max)):
-        if np.any(np.isnan(row_max) | np.isposinf(row_max)) or (allowed is None and np.any(np.isneginf(row_max))):
-            raise ValueError(
-                "the scores q k^T overflowed to inf or NaN in "
-                f"{scores.dtype}; scale q and k down or compute in float64"
-            )
-        row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
-    scores -= row_max  # every entry <= 0, so exp cannot overflow
-    np.exp(scores, out=scores)  # (b, rows, n_k)
-    totals = scores.sum(axis=-1, keepdims=True)  # (b, rows, 1), 0 only for fully masked rows
-    np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
-    scores *= totals  # rows sum to 1, fully masked rows stay 0
-
-
-_WORKERS = min(4, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
-_PARALLEL_FROM = 1 << 18  # below this many scores, thread hand-off costs more than it saves
-_POOL: list[ThreadPoolExecutor] = []
-
-
-def _pool() -> ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="attnbook-softmax"))
-    return _POOL[0]

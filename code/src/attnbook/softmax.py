@@ -19,11 +19,17 @@ weights are all 0 (not NaN), so an attention output built from it is the zero ve
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .validation import as_bool_mask, as_float_array, check_axis
 
-__all__ = ["softmax", "softmax_jacobian"]
+__all__ = ["softmax", "softmax_jacobian", "softmax_rows_in_place"]
+
+_PARALLEL_FROM = 1 << 18  # below this many entries, handing rows to threads costs more than it saves
+_POOL: list[ThreadPoolExecutor] = []
 
 
 def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
@@ -53,7 +59,7 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
     if logits.ndim == 0:
         raise ValueError("x is a scalar; softmax needs at least one dimension to normalise over")
     axis = check_axis(axis, logits.ndim)
-    allowed = ~np.isneginf(logits)  # (same shape as logits)
+    allowed = ~np.isneginf(logits)  # (same shape as logits); -inf means "masked"
     if mask is not None:
         mask = as_bool_mask(mask)
         try:
@@ -64,14 +70,9 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
                 "the mask must broadcast to x"
             ) from None
         allowed = allowed & mask
-    row_max = np.max(np.where(allowed, logits, -np.inf), axis=axis, keepdims=True,
-                     initial=-np.inf)  # (..., 1, ...); initial: an empty axis is "fully masked"
-    row_max = np.where(np.isfinite(row_max), row_max, 0)  # fully masked slices: any finite shift
-    shifted = np.where(allowed, logits - row_max, 0)  # (..., n, ...), every entry <= 0
-    exps = np.where(allowed, np.exp(shifted), 0)  # (..., n, ...)
-    totals = exps.sum(axis=axis, keepdims=True)  # (..., 1, ...), 0 only for fully masked slices
-    weights = np.divide(exps, totals, out=np.zeros_like(exps), where=totals > 0)  # (..., n, ...)
-    return weights.astype(logits.dtype, copy=False)
+    weights = np.moveaxis(logits, axis, -1).copy()  # (..., n): the normalised axis last
+    softmax_rows_in_place(weights, np.moveaxis(np.broadcast_to(allowed, logits.shape), axis, -1))
+    return np.moveaxis(weights, -1, axis)  # (same shape as logits)
 
 
 def softmax_jacobian(weights) -> np.ndarray:
@@ -113,3 +114,62 @@ def softmax_jacobian(weights) -> np.ndarray:
     diagonal = a[..., :, None] * np.eye(a.shape[-1], dtype=a.dtype)  # (..., n, n)
     outer = a[..., :, None] * a[..., None, :]  # (..., n, n)
     return diagonal - outer
+
+
+def softmax_rows_in_place(scores: np.ndarray, allowed=None) -> None:
+    """Overwrite ``scores`` ``(..., n)`` with its softmax along the last axis: the one kernel behind
+    :func:`softmax` and :func:`attnbook.scaled_dot_product_attention`.
+
+    ``allowed`` (boolean, broadcasting to ``scores``) marks the entries that take part; the others get
+    weight 0, and a row with no allowed entry becomes all zeros. Without ``allowed`` every entry must
+    be finite. Each row is shifted by its own maximum before ``exp``, so nothing overflows, and a
+    row's result never depends on the other rows. The work is row-local, so large arrays are split by
+    rows over the machine's cores (numpy releases the GIL inside its loops).
+
+    >>> s = np.array([[1000.0, 1000.0], [0.0, np.log(3.0)]])
+    >>> softmax_rows_in_place(s)
+    >>> print(s)
+    [[0.5  0.5 ]
+     [0.25 0.75]]
+    """
+    if scores.shape[-1] == 0:  # no entries at all: nothing to normalise, like a fully masked row
+        return
+    workers = _workers()
+    if workers > 1 and scores.ndim >= 2 and scores.size >= _PARALLEL_FROM and scores.shape[-2] >= workers:
+        if allowed is not None:
+            allowed = np.broadcast_to(allowed, scores.shape)  # (..., rows, n)
+        cuts = np.linspace(0, scores.shape[-2], workers + 1).astype(int)  # (workers + 1,)
+        jobs = [(scores[..., a:b, :], None if allowed is None else allowed[..., a:b, :])
+                for a, b in zip(cuts[:-1], cuts[1:])]
+        list(_pool().map(lambda job: _softmax_rows(*job), jobs))
+    else:
+        _softmax_rows(scores, allowed)
+
+
+def _softmax_rows(scores: np.ndarray, allowed) -> None:
+    if allowed is not None:
+        np.copyto(scores, -np.inf, where=~allowed)  # (..., n)
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
+    if not np.all(np.isfinite(row_max)):
+        if np.any(np.isnan(row_max) | np.isposinf(row_max)) or (allowed is None and np.any(np.isneginf(row_max))):
+            raise ValueError(
+                f"the scores overflowed to inf or NaN in {scores.dtype}; scale the inputs down or "
+                "compute in float64"
+            )
+        row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
+    scores -= row_max  # every entry <= 0, so exp cannot overflow
+    np.exp(scores, out=scores)  # (..., n)
+    totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
+    scores *= totals  # rows sum to 1, fully masked rows stay 0
+
+
+def _workers() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return min(4, cores)
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="attnbook-softmax"))
+    return _POOL[0]
