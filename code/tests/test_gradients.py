@@ -19,20 +19,14 @@ from attnbook.gradients import (
     score_gradient,
     softmax_backward,
 )
+from attnbook.modalities import numerical_jacobian
 
 EPS = 1e-6  # central differences: error ~ EPS**2 (truncation) + 1e-16 / EPS (rounding)
 
 
-def numerical_gradient(loss, x, eps=EPS):
-    """Central differences of a scalar function ``loss`` at ``x``, one coordinate at a time."""
-    x = np.array(x, dtype=np.float64)
-    grad = np.zeros_like(x)
-    for index in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[index] += eps
-        down[index] -= eps
-        grad[index] = (loss(up) - loss(down)) / (2 * eps)
-    return grad
+def numerical_gradient(loss, x, eps=1e-6):
+    """Central differences of the scalar ``loss`` at ``x`` (the package's finite-difference Jacobian)."""
+    return numerical_jacobian(loss, x, eps=eps)  # (same shape as x)
 
 
 def assert_matches_finite_differences(analytic, loss, x, atol=1e-7):
