@@ -51,6 +51,7 @@ def main() -> int:
         if font.suffix in FONT_SUFFIXES:
             shutil.copy2(font, VENDOR / "html-manager" / font.name)
     shutil.copy2(WEB / "src" / "widgets-setup.js", VENDOR / "html-manager" / "widgets-setup.js")
+    shutil.copy2(WEB / "src" / "book.css", VENDOR / "book.css")
     size = sum(p.stat().st_size for p in VENDOR.rglob("*") if p.is_file())
     print(f"vendored browser assets into {VENDOR.relative_to(WEB.parent)} ({size / 2**20:.1f} MiB)")
     return 0

@@ -21,7 +21,6 @@ from attnbook.gradients import (
 )
 from attnbook.modalities import numerical_jacobian
 
-EPS = 1e-6  # central differences: error ~ EPS**2 (truncation) + 1e-16 / EPS (rounding)
 
 
 def numerical_gradient(loss, x, eps=1e-6):

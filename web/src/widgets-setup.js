@@ -4,6 +4,8 @@
 // 1. Tell require.js where the manager lives. The manager computes the address of its icon fonts from
 //    its own module id; without this mapping that id resolves relative to the page
 //    (chapters/@jupyter-widgets/...) and every font request fails.
+// 3. The manager's slider handles (role="slider") carry no accessible name; give each the text of its
+//    widget's description label so that screen readers announce "k2, x" and not just a number.
 // 2. The manager typesets widget labels through the MathJax 2 API (MathJax.Hub.Queue), which MathJax 3
 //    does not have. Once MathJax 3 has started, give it a small Hub.Queue that forwards to
 //    MathJax.typesetPromise, so labels with math are typeset instead of throwing.
@@ -26,4 +28,15 @@
     };
   }
   document.addEventListener("DOMContentLoaded", installHubQueue);
+
+  function nameSliders(root) {
+    root.querySelectorAll('[role="slider"]:not([aria-label])').forEach(function (handle) {
+      var widget = handle.closest(".widget-slider, .jupyter-widgets");
+      var label = widget && widget.querySelector(".widget-label");
+      var text = label && label.textContent.trim();
+      handle.setAttribute("aria-label", text || "slider");
+    });
+  }
+  new MutationObserver(function () { nameSliders(document); })
+    .observe(document.documentElement, { childList: true, subtree: true });
 })();
