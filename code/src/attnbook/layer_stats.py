@@ -20,10 +20,10 @@ triangular for a causal layer or a left-to-right recurrent network.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
+from .gradients import numerical_jacobian
 from .validation import as_float_array, check_positive_int
 
 __all__ = ["influence_matrix", "self_attention_parameter_count"]
@@ -52,14 +52,6 @@ def self_attention_parameter_count(d_model: int, d_k: int, d_v: int | None = Non
     weights = d_model * d_k + d_model * d_k + d_model * d_v  # W_Q, W_K, W_V
     biases = d_k + d_k + d_v  # b_Q, b_K, b_V
     return weights + (biases if bias else 0)
-
-
-def _checked_step(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
-        raise TypeError(f"eps must be a real number, got {eps!r}")
-    if not math.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps must be a positive finite number, got {eps!r}")
-    return float(eps)
 
 
 def _layer_output(layer, x: np.ndarray) -> np.ndarray:
@@ -99,21 +91,16 @@ def influence_matrix(layer, x, eps: float = 1e-6) -> np.ndarray:
     x = as_float_array(x, "x").astype(np.float64, copy=False)  # (n, d_in)
     if x.ndim != 2:
         raise ValueError(f"x has shape {x.shape}; expected one sequence of vectors (n, d_in)")
-    step = _checked_step(eps)
-    n, d_in = x.shape
     y = _layer_output(layer, x)  # (n_out, d_out)
-    squares = np.zeros((y.shape[0], n))  # (n_out, n): sum over (d_out, d_in) of squared derivatives
-    for j in range(n):
-        for c in range(d_in):
-            up, down = x.copy(), x.copy()  # (n, d_in) each
-            up[j, c] += step
-            down[j, c] -= step
-            y_up, y_down = _layer_output(layer, up), _layer_output(layer, down)  # (n_out, d_out) each
-            if y_up.shape != y.shape or y_down.shape != y.shape:
-                raise ValueError(
-                    f"layer(x) changed shape from {y.shape} to {y_up.shape} when x moved; "
-                    "expected a fixed output shape (n_out, d_out)"
-                )
-            derivative = (y_up - y_down) / (2 * step)  # (n_out, d_out): column c of each block
-            squares[:, j] += np.sum(derivative**2, axis=1)  # (n_out,)
-    return np.sqrt(squares)  # (n_out, n)
+
+    def output(z: np.ndarray) -> np.ndarray:
+        y_z = _layer_output(layer, z)  # (n_out, d_out)
+        if y_z.shape != y.shape:
+            raise ValueError(
+                f"layer(x) changed shape from {y.shape} to {y_z.shape} when x moved; "
+                "expected a fixed output shape (n_out, d_out)"
+            )
+        return y_z
+
+    jacobian = numerical_jacobian(output, x, eps=eps)  # (n_out, d_out, n, d_in)
+    return np.sqrt(np.sum(jacobian**2, axis=(1, 3)))  # (n_out, n)
