@@ -6,6 +6,7 @@
 #   make student    write the homework's student notebooks into _build/student
 #   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions: grades.csv + feedback/
 #   make bench      print the efficient-attention benchmark figures
+#   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make clean      remove the build and the execution cache
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -19,7 +20,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: student grade publish bench book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+.PHONY: student grade publish bench site-size book test test-package test-notebooks test-site notebooks serve clean assets venv browser
 
 book: $(STAMP) $(VENDOR)
 	$(PY) scripts/build_book.py
@@ -80,3 +81,7 @@ clean:
 # benchmarks print figures; they are not timed tests (see benchmarks/README.md)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# page weight (bytes a browser downloads per page) and build sizes: printed figures, not a test
+site-size: book browser
+	$(PY) benchmarks/site_size.py

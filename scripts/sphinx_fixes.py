@@ -3,6 +3,9 @@
 * sphinx-thebe registers its inline configuration script again whenever Sphinx re-reads the
   environment, so pages can carry ``const THEBE_JS_URL = ...`` twice, which the browser reports as
   "Identifier 'THEBE_JS_URL' has already been declared". Identical script entries are dropped.
+* docutils writes a bibliography as ``<div role="list">`` whose entries have ``role="doc-biblioentry"``,
+  a role ARIA 1.3 deprecates; a list must hold list items, so axe-core reports the page as critical
+  (aria-required-children). The entries are given ``role="listitem"`` instead.
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree) -> Non
     context["script_files"] = unique
 
 
+BIBLIOGRAPHY_ENTRY_ROLE = 'role="doc-biblioentry"'
+
+
+def bibliography_entries_as_list_items(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body")
+    if body and BIBLIOGRAPHY_ENTRY_ROLE in body:
+        context["body"] = body.replace(BIBLIOGRAPHY_ENTRY_ROLE, 'role="listitem"')
+
+
 def setup(app):
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
+    app.connect("html-page-context", bibliography_entries_as_list_items, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

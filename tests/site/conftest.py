@@ -8,33 +8,21 @@ site needs no internet.
 
 from __future__ import annotations
 
-import functools
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from site_support import CHROMIUM, CHROMIUM_FLAGS, HTML
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-        pass
+from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, UNRENDERED_WIDGETS, serve_site
 
 
 @pytest.fixture(scope="session")
 def site_url():
     if not (HTML / "index.html").exists():
         pytest.fail("the site is not built: run `make book` first")
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_site(HTML) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -79,12 +67,7 @@ class PageVisit:
             lambda r: r.status >= 400 and self.failed_requests.append(f"{r.status} {r.url}"),
         )
         self.page.goto(f"{site_url}/{path}", wait_until="load")
-        self.page.wait_for_load_state("networkidle")
-        # MathJax 3 typesets asynchronously: wait for its startup promise when the page loads it
-        self.page.evaluate(
-            "async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-            " { await MathJax.startup.promise; } }"
-        )
+        self.page.evaluate(SETTLE_PAGE)
 
     def close(self):
         self.context.close()
@@ -102,3 +85,63 @@ def visit(browser, site_url):
     yield open_page
     for page_visit in opened:
         page_visit.close()
+
+
+_FORMULAS = """() => ({
+  math: document.querySelectorAll('span.math, div.math').length,
+  raw: [...document.querySelectorAll('span.math, div.math')]
+         .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60)),
+  errors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 60))})"""
+
+_IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))"""
+
+# axe-core's findings that the book must not have: impact "serious" or "critical". Its CSSOM preload
+# (used by one rule, css-orientation-lock) re-fetches the theme's `@import "../basic.css"` relative to
+# the page instead of the stylesheet, a 404 the browser itself never makes, so it is switched off.
+_AXE_RUN = """async () => (await axe.run(document, {resultTypes: ['violations'], preload: false})).violations
+  .filter(v => v.impact === 'serious' || v.impact === 'critical')
+  .map(v => ({rule: v.id, impact: v.impact, help: v.help,
+              where: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))"""
+
+
+class PageReport:
+    """What one visit to a page showed: requests, console, images, formulas, widgets and axe-core's findings."""
+
+    def __init__(self, page_visit: PageVisit):
+        page = page_visit.page
+        self.images = page.eval_on_selector_all("article img", _IMAGES)
+        self.formulas = page.evaluate(_FORMULAS)
+        self.widget_views = page.eval_on_selector_all(
+            "script[type='application/vnd.jupyter.widget-view+json']", "els => els.length"
+        )
+        try:  # the widget manager renders asynchronously after require.js has loaded it
+            page.wait_for_function(f"() => ({UNRENDERED_WIDGETS})().length === 0", timeout=20_000)
+        except PlaywrightTimeout:
+            pass
+        self.unrendered_widgets = page.evaluate(UNRENDERED_WIDGETS)
+        page.add_script_tag(path=str(AXE))
+        self.serious_accessibility_violations = page.evaluate(_AXE_RUN)
+        # last, so that whatever rendering and the checks above requested or logged is included
+        self.external_requests = list(page_visit.external_requests)
+        self.failed_requests = list(page_visit.failed_requests)
+        self.console_errors = list(page_visit.console_errors)
+
+
+@pytest.fixture(scope="session")
+def page_report(browser, site_url):
+    """page_report(path, color_scheme="light") -> PageReport; each page is visited once per colour scheme."""
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: run `npm ci --prefix web` (make book does)")
+    reports: dict[tuple[str, str], PageReport] = {}
+
+    def report(path: str, color_scheme: str = "light") -> PageReport:
+        key = (path, color_scheme)
+        if key not in reports:
+            page_visit = PageVisit(browser, site_url, path, color_scheme)
+            try:
+                reports[key] = PageReport(page_visit)
+            finally:
+                page_visit.close()
+        return reports[key]
+
+    return report

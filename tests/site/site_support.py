@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
+# axe-core, the accessibility engine the browser test injects into every page (web/package.json devDependency)
+AXE = ROOT / "web" / "node_modules" / "axe-core" / "axe.min.js"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -19,6 +25,23 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+# run in a page after its "load" event: resolves once MathJax 3 (when the page has it) has typeset and the
+# fonts it asked for have loaded. Waiting for this, rather than for Playwright's "networkidle", is
+# deterministic: on a busy machine "networkidle" can take tens of seconds with no request pending.
+SETTLE_PAGE = (
+    "async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+    " { await MathJax.startup.promise; } await document.fonts.ready; }"
+)
+
+# every saved widget view (a widget-view+json script) is rendered by the HTML manager into the
+# element just before it: a .widget-subarea holding the widget's .jupyter-widgets DOM
+UNRENDERED_WIDGETS = """() => [...document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]')]
+  .filter(s => { const area = s.previousElementSibling;
+                 return !(area && area.classList.contains('widget-subarea')
+                          && area.querySelector('.jupyter-widgets')); })
+  .map(s => JSON.parse(s.textContent).model_id)"""
 
 
 def toc_pages() -> list[str]:
@@ -36,3 +59,22 @@ def toc_pages() -> list[str]:
         walk(part.get("chapters"))
     walk(toc.get("chapters"))
     return [f"{page}.html" for page in pages]
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@contextlib.contextmanager
+def serve_site(directory: Path = HTML):
+    """Serve `directory` over HTTP on 127.0.0.1 (a free port) while the block runs; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

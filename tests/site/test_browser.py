@@ -7,24 +7,55 @@ from __future__ import annotations
 
 import pytest
 
-from site_support import toc_pages
+from site_support import HTML, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 
 
-@pytest.mark.parametrize("path", toc_pages())
-def test_page_loads_offline_without_errors(visit, path):
-    page_visit = visit(path)
-    assert page_visit.external_requests == [], "the page asked the internet for something"
-    assert page_visit.failed_requests == [], "some local requests failed"
-    assert page_visit.console_errors == [], "the browser console logged errors"
-    images = page_visit.page.eval_on_selector_all(
-        "article img",
-        "els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))",
-    )
-    for image in images:
+PAGES = toc_pages()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_loads_offline_without_errors(page_report, path):
+    report = page_report(path)
+    assert report.external_requests == [], "the page asked the internet for something"
+    assert report.failed_requests == [], "some local requests failed"
+    assert report.console_errors == [], "the browser console logged errors"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_images_load_and_have_alt_text(page_report, path):
+    for image in page_report(path).images:
         assert image["loaded"], f"image {image['src']} did not load"
         assert image["alt"].strip(), f"image {image['src']} has no alt text"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_formulas_are_all_typeset(page_report, path):
+    formulas = page_report(path).formulas
+    assert formulas["raw"] == [], f"{len(formulas['raw'])} of {formulas['math']} formulas left as raw TeX"
+    assert formulas["errors"] == [], "MathJax reported TeX errors"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_saved_widgets_all_render(page_report, path):
+    report = page_report(path)
+    assert report.unrendered_widgets == [], (
+        f"{len(report.unrendered_widgets)} of {report.widget_views} saved widget views did not render"
+    )
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("path", PAGES)
+def test_page_has_no_serious_accessibility_violation(page_report, path, color_scheme):
+    violations = page_report(path, color_scheme).serious_accessibility_violations
+    assert violations == [], f"axe-core ({color_scheme} theme): {violations}"
+
+
+def test_pages_with_saved_widgets_are_checked():
+    """The widget check above is not vacuous: the chapters do save widget views."""
+    pages = [p for p in PAGES if "widget-view+json" in (HTML / p).read_text(encoding="utf-8")]
+    assert len(pages) >= 10, pages
 
 
 def test_chapter_formulas_are_typeset_by_the_vendored_mathjax(visit):
