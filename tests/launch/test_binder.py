@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -26,23 +25,12 @@ with warnings.catch_warnings():  # repo2docker 2026.4.0 imports python-json-logg
     import repo2docker
     from repo2docker.buildpacks.base import BuildPack
 
-ROOT = Path(__file__).resolve().parents[2]
+from launch_support import ROOT, tracked_copy
+
 REPO2DOCKER = Path(sys.executable).parent / "jupyter-repo2docker"
 BINDER_UID, BINDER_USER = "1000", "jovyan"  # the user mybinder.org builds images for
 FULL_COPY = f"COPY --chown={BINDER_UID}:{BINDER_UID} src/ ${{REPO_DIR}}/"
 PIP_REQUIREMENTS = 'RUN ${KERNEL_PYTHON_PREFIX}/bin/pip install --no-cache-dir -r "requirements.txt"'
-
-
-def tracked_copy(destination: Path) -> Path:
-    """Copy the files git tracks (what mybinder.org clones) into destination: no .venv, no _build."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():  # a tracked file deleted in the working tree is not part of the copy
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
 
 
 def instructions(dockerfile: str) -> list[str]:
