@@ -40,6 +40,7 @@ $(VENDOR): web/package.json web/package-lock.json web/src/widgets-setup.js web/s
 	touch $@
 
 notebooks: $(STAMP)
+	$(PY) scripts/install_cell.py   # launch: the Colab install cell, first code cell of every notebook
 	$(PY) scripts/execute_notebooks.py
 
 # one pytest run, so one summary line counts everything

@@ -71,7 +71,8 @@ def code_cell(source: str, **metadata):
 
 
 def insert_after_setup(notebook, cell):
-    position = next(i for i, c in enumerate(notebook.cells) if homework.role(c) == "setup") + 1
+    """Insert a cell right after the last setup cell (the install cell and the imports)."""
+    position = max(i for i, c in enumerate(notebook.cells) if homework.role(c) == "setup") + 1
     notebook.cells.insert(position, cell)
     return notebook
 

@@ -34,13 +34,13 @@ EXPECTED = {
         "attention-heads-and-stability, variance-scaled)",
         "a submitted cell that claimed to be a hidden test was removed"]),
     "raises": ([0, 0, 1, 1, 2, 1, 1, 1], ["2 of 8 hidden tests failed (softmax-values, softmax-stable)",
-                                          "cell 2 raised ZeroDivisionError"]),
+                                          "cell 3 raised ZeroDivisionError"]),
     "infinite_loop": ([2, 1, 1, 1, 2, 1, 1, 1], [
-        "all 8 hidden tests passed", f"cell 2: the cell ran longer than {TIMEOUT_S} s and was interrupted"]),
+        "all 8 hidden tests passed", f"cell 3: the cell ran longer than {TIMEOUT_S} s and was interrupted"]),
     "stubborn_loop": ([2, 1, 1, 1, 2, 1, 1, 1], [
         "all 8 hidden tests passed", "the kernel ignored the interrupt and was restarted"]),
     "kills_kernel": ([2, 1, 1, 1, 2, 1, 1, 1], [
-        "all 8 hidden tests passed", "cell 2: the kernel died; it was restarted"]),
+        "all 8 hidden tests passed", "cell 3: the kernel died; it was restarted"]),
     "deleted_cells": ([2, 1, 1, 1, 0, 0, 1, 1], [
         "2 of 8 hidden tests failed (attention-values, attention-heads-and-stability)",
         "no cell defines my_attention (deleted or renamed?)"]),

@@ -1,0 +1,90 @@
+"""Binder: the Dockerfile repo2docker would build from this repository installs Python 3.11 and the book.
+
+mybinder.org builds the image with repo2docker from `runtime.txt` (python-3.11) and `requirements.txt`
+(the pins and `-e ./code`). The test runs the real `jupyter-repo2docker --no-build` on a clean copy of
+the tracked files. `--no-build` renders the Dockerfile and prints it without contacting a container
+engine (DOCKER_HOST points nowhere to prove it), so no Docker daemon is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+with warnings.catch_warnings():  # repo2docker 2026.4.0 imports python-json-logger's deprecated module path
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import repo2docker
+    from repo2docker.buildpacks.base import BuildPack
+
+from launch_support import ROOT, tracked_copy
+
+REPO2DOCKER = Path(sys.executable).parent / "jupyter-repo2docker"
+BINDER_UID, BINDER_USER = "1000", "jovyan"  # the user mybinder.org builds images for
+FULL_COPY = f"COPY --chown={BINDER_UID}:{BINDER_UID} src/ ${{REPO_DIR}}/"
+PIP_REQUIREMENTS = 'RUN ${KERNEL_PYTHON_PREFIX}/bin/pip install --no-cache-dir -r "requirements.txt"'
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions, one string each: continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> tuple[list[str], str]:
+    """The Dockerfile instructions repo2docker prints for a clean copy of the repository, and its log."""
+    repo = tracked_copy(tmp_path_factory.mktemp("binder") / "repo")
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    start = time.perf_counter()
+    result = subprocess.run(
+        [str(REPO2DOCKER), "--no-build", "--user-id", BINDER_UID, "--user-name", BINDER_USER, str(repo)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    print(f"jupyter-repo2docker --no-build took {time.perf_counter() - start:.1f} s")
+    assert result.returncode == 0, result.stderr
+    return instructions(result.stdout), result.stderr
+
+
+def test_repo2docker_picks_the_python_buildpack_for_python_3_11(rendered):
+    _, log = rendered
+    assert (ROOT / "runtime.txt").read_text().strip() == "python-3.11"
+    assert "Building conda environment for python=3.11" in log
+
+
+def test_the_dockerfile_installs_a_locked_python_3_11_environment(rendered):
+    lines, _ = rendered
+    lock = Path(repo2docker.__file__).parent / "buildpacks/conda/environment.py-3.11-linux-64.lock"
+    context_name, _ = BuildPack.generate_build_context_filename(str(lock))
+    assert f"COPY --chown={BINDER_UID}:{BINDER_UID} {context_name} /tmp/env/environment.lock" in lines
+    assert any(line.startswith("RUN") and "time /tmp/install-base-env.bash" in line for line in lines)
+    pinned = re.findall(r"/python-(\d+\.\d+)\.\d+-[^/]*cpython\.conda", lock.read_text())
+    assert pinned == ["3.11"], f"the lock file repo2docker copies pins Python {pinned}"
+
+
+def test_the_whole_repository_is_copied_before_requirements_are_installed(rendered):
+    """`-e ./code` needs the package's folder in the image: pip must run after the full copy, in REPO_DIR."""
+    lines, _ = rendered
+    assert lines.count(PIP_REQUIREMENTS) == 1, "requirements.txt is not installed exactly once"
+    pip_at, copy_at = lines.index(PIP_REQUIREMENTS), lines.index(FULL_COPY)
+    assert copy_at < pip_at, "requirements.txt would be installed before the repository is in the image"
+    workdir_at = max(i for i, line in enumerate(lines[:pip_at]) if line.startswith("WORKDIR"))
+    assert lines[workdir_at] == "WORKDIR ${REPO_DIR}", "pip would not run in the repository's folder"
+    user_at = max(i for i, line in enumerate(lines[:pip_at]) if line.startswith("USER"))
+    assert lines[user_at] == "USER ${NB_USER}", "pip would run as root, not as the owner of the copy"
+
+
+def test_requirements_install_the_attnbook_package_from_code():
+    requirements = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    assert "-e ./code" in requirements
+    project = tomllib.loads((ROOT / "code" / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "attnbook"
+    assert "3.11" in SpecifierSet(project["requires-python"]), "the package refuses Binder's Python 3.11"
