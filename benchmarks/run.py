@@ -15,8 +15,9 @@ It measures, in one run, side by side:
    threads down and distort every other figure.
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
-It prints the machine and the figures, and writes them to benchmarks/results.json, which the chapter
-"Efficient attention" reads. This is a benchmark, not a test: nothing fails when a goal is missed.
+It prints the machine and the figures, and writes them into the package
+(attnbook/data/benchmark_results.json, see attnbook.benchmark_record), from where the chapter
+"Efficient attention" reads them. This is a benchmark, not a test: nothing fails when a goal is missed.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from attnbook import scaled_dot_product_attention
+from attnbook.benchmark_record import benchmark_results_path
 from attnbook.tiled import tiled_attention
 
-HERE = Path(__file__).resolve().parent
 MIB = 2**20
 GOALS = {"plain_over_matmul": 1.3, "tiled_peak_mib": 64.0}
 
@@ -292,7 +293,8 @@ def report(results: dict) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15, help="timing rounds (default 15)")
-    parser.add_argument("--output", type=Path, default=HERE / "results.json", help="where to write the JSON")
+    parser.add_argument("--output", type=Path, default=benchmark_results_path(),
+                        help="where to write the JSON (default: the package's copy, which the book reads)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
     args = parser.parse_args(argv)
