@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,11 +67,18 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class _LocalServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A browser that closes a page while a file is still being sent is not an error of the site."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextlib.contextmanager
 def serve_site(directory: Path = HTML):
     """Serve `directory` over HTTP on 127.0.0.1 (a free port) while the block runs; yields the base URL."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _LocalServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
