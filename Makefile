@@ -90,6 +90,7 @@ TEX_DEBS := texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-
             fonts-freefont-otf fonts-noto-cjk poppler-utils
 .PHONY: pdf texlive test-pdf
 
+# $(VENDOR): the shared Sphinx config names web/vendor as html_static_path, and warnings are errors
 pdf: $(STAMP) $(VENDOR) texlive
 	$(PY) scripts/build_pdf.py
 

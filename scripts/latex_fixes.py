@@ -10,6 +10,9 @@
   the same chapter only; a reference from another chapter becomes Sphinx's numbered reference to
   ``<chapter>:<label>``, which nothing defines, so the PDF printed "Exercise ??". Each numbered
   exercise also gets that label, carrying the exercise's number (the one the HTML shows).
+* sphinx-jupyterbook-latex numbers figures, theorems and exercises by section (Exercise 2.7.5) when
+  the toc has parts; the website numbers them by chapter (Exercise 2.5). The book's own setting is
+  put back, so that the PDF and the website give every exercise and theorem the same number.
 * A saved ipywidget has no printed form. _config.yml makes myst-nb pick the widget view over its
   text form (``VBox(children=(HBox(...``) for LaTeX; the view is HTML, which LaTeX drops, so it is
   replaced here by a short note telling the reader where the interactive figure works.
@@ -66,9 +69,14 @@ def with_chapter_label(visit):
     return visit_exercise
 
 
-def keep_figures_in_boxes(app) -> None:
+def remember_numbering_depth(app, config) -> None:
+    app.book_numfig_secnum_depth = config.numfig_secnum_depth
+
+
+def fix_latex_writer(app) -> None:
     if app.builder.format != "latex":
         return
+    app.config.numfig_secnum_depth = app.book_numfig_secnum_depth
     handlers = app.registry.translation_handlers.get("latex", {})
     for node_name, (visit, depart) in list(handlers.items()):
         if visit not in BOX_VISITORS:
@@ -98,6 +106,8 @@ class WidgetViewsToNotes(SphinxPostTransform):
 
 
 def setup(app):
-    app.connect("builder-inited", keep_figures_in_boxes)
+    # sphinx-jupyterbook-latex is loaded after this extension: run before (config) and after (builder) it
+    app.connect("config-inited", remember_numbering_depth, priority=100)
+    app.connect("builder-inited", fix_latex_writer, priority=900)
     app.add_post_transform(WidgetViewsToNotes)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
