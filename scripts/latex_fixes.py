@@ -70,10 +70,12 @@ def with_chapter_label(visit):
 
 
 def remember_numbering_depth(app, config) -> None:
+    """Keep the book's numfig_secnum_depth before sphinx-jupyterbook-latex changes it."""
     app.book_numfig_secnum_depth = config.numfig_secnum_depth
 
 
 def fix_latex_writer(app) -> None:
+    """For LaTeX builds: the book's numbering depth, and the wrapped box visitors (see above)."""
     if app.builder.format != "latex":
         return
     app.config.numfig_secnum_depth = app.book_numfig_secnum_depth
