@@ -1,7 +1,8 @@
 # Attention, computed: one command builds the book, one runs every test.
 #   make book       build the website into _build/html (sets up .venv and the vendored browser assets)
-#   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser
+#   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser, PDF
 #   make notebooks  re-execute every chapters/*.md and exercises/*.md into its paired .ipynb
+#   make pdf        build the whole book as one PDF through LaTeX: _build/latex/attention-computed.pdf
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make student    write the homework's student notebooks into _build/student
 #   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions: grades.csv + feedback/
@@ -44,7 +45,7 @@ notebooks: $(STAMP)
 	$(PY) scripts/execute_notebooks.py
 
 # one pytest run, so one summary line counts everything
-test: book browser
+test: book browser pdf
 	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS)
 
 test-package: $(STAMP)
@@ -86,3 +87,25 @@ bench: $(STAMP)
 # page weight (bytes a browser downloads per page) and build sizes: printed figures, not a test
 site-size: book browser
 	$(PY) benchmarks/site_size.py
+
+# ---- PDF: the whole book as one PDF through LaTeX (xelatex), _build/latex/attention-computed.pdf ----
+# Debian packages: xelatex and the LaTeX packages Sphinx uses, latexmk, xindy (Sphinx's index with
+# xelatex), FreeFont (Sphinx's default xelatex fonts), Noto CJK + xeCJK (the glossary's Chinese
+# terms; ctex's ctexhook.sty, which xeCJK loads), poppler-utils (pdftotext/pdfinfo, for tests/pdf)
+TEX_DEBS := texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-lang-cjk texlive-lang-chinese latexmk xindy \
+            fonts-freefont-otf fonts-noto-cjk poppler-utils
+.PHONY: pdf texlive test-pdf
+
+# $(VENDOR): the shared Sphinx config names web/vendor as html_static_path, and warnings are errors
+pdf: $(STAMP) $(VENDOR) texlive
+	$(PY) scripts/build_pdf.py
+
+test-pdf: pdf
+	$(PY) -m pytest tests/pdf
+
+texlive:
+	@missing="$$(for p in $(TEX_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done)"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing Debian packages for the PDF:" $$missing; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "the PDF needs these Debian packages: sudo apt-get install --no-install-recommends" $$missing; exit 1; fi; fi

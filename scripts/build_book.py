@@ -26,11 +26,20 @@ def package_hash() -> str:
     return digest.hexdigest()
 
 
-def main() -> int:
+def clear_stale_execution_cache() -> str:
+    """Clear the execution cache if the package changed since it was filled; return the package hash.
+
+    After a successful build, write the returned hash to STAMP (the cache then matches the package).
+    """
     current = package_hash()
     if CACHE.exists() and (not STAMP.exists() or STAMP.read_text() != current):
         print("the attnbook package changed since the last build: clearing the execution cache")
         shutil.rmtree(CACHE)
+    return current
+
+
+def main() -> int:
+    current = clear_stale_execution_cache()
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
     start = time.perf_counter()

@@ -1,0 +1,115 @@
+"""Tests of the book's PDF (`make pdf`): one file, every chapter, its theorems, exercises and CJK terms.
+
+The PDF is read with poppler-utils (Debian; `make texlive` installs it with TeX Live): pdfinfo for
+the page count, pdftotext for the text, pdfimages and pdffonts for the figures and the math font.
+What the PDF must hold is counted in the sources (_toc.yml and the chapters' MyST Markdown), never
+written down here.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from build_pdf import LATEX, pdf_path
+from site_support import ROOT, toc_pages
+
+PDF = pdf_path()
+CJK = "\u3400-\u4dbf\u4e00-\u9fff"
+CJK_RUN = re.compile(f"[{CJK}]+")
+SPACE_BETWEEN_CJK = re.compile(f"(?<=[{CJK}]) (?=[{CJK}])")  # pdftotext spaces out some CJK runs
+
+
+def poppler(*command: str) -> str:
+    """Run a poppler-utils command and return what it prints."""
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+def flat(text: str) -> str:
+    """Text with ligatures and math letters folded (NFKC), white space runs one space, none inside CJK."""
+    return SPACE_BETWEEN_CJK.sub("", " ".join(unicodedata.normalize("NFKC", text).split()))
+
+
+def toc_sources() -> list[Path]:
+    """The MyST Markdown source of every page in _toc.yml, in order."""
+    return [ROOT / (page.removesuffix(".html") + ".md") for page in toc_pages()]
+
+
+def chapter_title(source: Path) -> str:
+    """The text of a source's first level-1 heading, without Markdown markup."""
+    for line in source.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return flat(re.sub(r"[`*_$]", "", line[2:]))
+    raise AssertionError(f"{source} has no '# ' heading")
+
+
+def directives(name: str) -> int:
+    """How many times a directive (e.g. prf:theorem) is used in the book's sources."""
+    pattern = re.compile(r"^(?:```|:::)\{" + re.escape(name) + r"\}", re.MULTILINE)
+    return sum(len(pattern.findall(source.read_text(encoding="utf-8"))) for source in toc_sources())
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    if not PDF.exists():
+        pytest.fail(f"the PDF is not built: run `make pdf` first ({PDF})")
+    return flat(poppler("pdftotext", str(PDF), "-"))
+
+
+def test_the_pdf_is_named_after_the_book():
+    assert PDF.name == "attention-computed.pdf"
+    assert PDF.exists(), "run `make pdf`"
+
+
+def test_page_count_fits_the_length_of_the_sources():
+    pages = int(re.search(r"^Pages:\s+(\d+)", poppler("pdfinfo", str(PDF)), re.MULTILINE)[1])
+    words = sum(len(source.read_text(encoding="utf-8").split()) for source in toc_sources())
+    # a printed page holds a few hundred words of prose and code, fewer beside figures and formulas
+    assert words / 1000 <= pages <= words / 150, f"{pages} pages for {words} words of source"
+
+
+def test_every_chapter_title_is_in_the_pdf(text):
+    missing = [title for title in map(chapter_title, toc_sources()) if title not in text]
+    assert not missing, f"chapter titles missing from the PDF: {missing}"
+
+
+def test_every_theorem_and_proof_is_printed(text):
+    theorems = set(re.findall(r"Theorem (\d+(?:\.\d+)+)", text))
+    assert directives("prf:theorem") > 0
+    assert len(theorems) >= directives("prf:theorem")
+    assert text.count("Proof.") >= directives("prf:proof") > 0
+
+
+def test_every_exercise_and_its_solution_is_printed(text):
+    exercises = directives("exercise")
+    assert exercises > 0
+    assert len(set(re.findall(r"(?<!to )Exercise (\d+(?:\.\d+)+)", text))) >= exercises
+    assert len(set(re.findall(r"Solution to Exercise (\d+(?:\.\d+)+)", text))) == exercises
+
+
+def test_chinese_terms_are_printed_not_dropped(text):
+    terms = {run for source in toc_sources() for run in CJK_RUN.findall(source.read_text(encoding="utf-8"))}
+    assert terms, "the glossary's Chinese terms are gone from the sources"
+    missing = sorted(term for term in terms if flat(term) not in text)
+    assert not missing, f"CJK text missing from the PDF: {missing}"
+
+
+def test_figures_are_embedded():
+    tex = (LATEX / PDF.with_suffix(".tex").name).read_text(encoding="utf-8")
+    included = tex.count(r"\sphinxincludegraphics")
+    images = len(poppler("pdfimages", "-list", str(PDF)).splitlines()) - 2  # two header lines
+    assert included > 0 and images >= included
+
+
+def test_math_is_typeset_with_a_math_font():
+    assert re.search(r"Math", poppler("pdffonts", str(PDF))), "no math font in the PDF"
+
+
+def test_the_latex_run_lost_nothing():
+    log = (LATEX / PDF.with_suffix(".log").name).read_text(encoding="utf-8", errors="replace")
+    for problem in ("Missing character", "undefined on input line", "LaTeX Error", "Citation `"):
+        assert problem not in log, f"the LaTeX log reports: {problem}"
