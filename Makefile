@@ -74,7 +74,9 @@ grade: $(STAMP)
 	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES)
 
 # deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
-publish: book
+# the site carries the notebooks zip (built with it) and the PDF (copied in here, for instructors to print)
+publish: book pdf
+	cp _build/latex/attention-computed.pdf _build/html/attention-computed.pdf
 	$(PY) -m ghp_import --no-jekyll --push --force _build/html
 
 clean:
