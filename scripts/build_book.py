@@ -20,7 +20,8 @@ CACHE = BUILD / ".jupyter_cache"
 STAMP = BUILD / ".package-hash"
 def package_hash() -> str:
     digest = hashlib.sha256()
-    for path in sorted((ROOT / "code" / "src").rglob("*.py")) + [ROOT / "requirements.txt"]:
+    package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]
+    for path in sorted(package_files) + [ROOT / "requirements.txt"]:
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -38,21 +39,30 @@ def clear_stale_execution_cache() -> str:
     return current
 
 
-def main() -> int:
+def build(options: list[str], product: Path, what: str, after: str) -> int:
+    """Run `jupyter-book build` with `options` and warnings as errors (a stale cache cleared first).
+
+    `product` is the file the build must leave, `what` names it in the messages, `after` is the line
+    printed under a successful build. On success the package hash is written to STAMP.
+    """
     current = clear_stale_execution_cache()
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
+    command = [str(jupyter_book), "build", str(ROOT), *options, "-W", "-n", "--keep-going"]
     start = time.perf_counter()
     result = subprocess.run(command, cwd=ROOT)
     seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        print(f"\nthe book build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)
-        return result.returncode
-    BUILD.mkdir(exist_ok=True)
+    if result.returncode != 0 or not product.exists():
+        print(f"\nthe {what} build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)
+        return result.returncode or 1
     STAMP.write_text(current)
-    print(f"\nThe book is built: {BUILD / 'html' / 'index.html'}")
-    print(f"Build time: {seconds:.1f} s. Serve it offline with `make serve` (http://127.0.0.1:8000).")
+    print(f"\nThe {what} is built: {product} ({product.stat().st_size / 1e6:.1f} MB)")
+    print(f"Build time: {seconds:.1f} s. {after}")
     return 0
+
+
+def main() -> int:
+    return build([], BUILD / "html" / "index.html", "book",
+                 "Serve it offline with `make serve` (http://127.0.0.1:8000).")
 
 
 if __name__ == "__main__":

@@ -8,14 +8,11 @@ the execution cache the website build fills (cleared, as there, when the attnboo
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import yaml
 
-from build_book import BUILD, ROOT, STAMP, clear_stale_execution_cache
+from build_book import BUILD, ROOT, build
 
 LATEX = BUILD / "latex"
 
@@ -28,20 +25,7 @@ def pdf_path() -> Path:
 
 
 def main() -> int:
-    current = clear_stale_execution_cache()
-    jupyter_book = Path(sys.executable).parent / "jupyter-book"
-    command = [str(jupyter_book), "build", str(ROOT), "--builder", "pdflatex", "-W", "-n", "--keep-going"]
-    start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    pdf = pdf_path()
-    if result.returncode != 0 or not pdf.exists():
-        print(f"\nthe PDF build FAILED after {seconds:.1f} s: see {LATEX}/*.log", file=sys.stderr)
-        return result.returncode or 1
-    STAMP.write_text(current)
-    print(f"\nThe PDF is built: {pdf} ({pdf.stat().st_size / 1e6:.1f} MB)")
-    print(f"Build time: {seconds:.1f} s.")
-    return 0
+    return build(["--builder", "pdflatex"], pdf_path(), "PDF", f"The LaTeX sources and logs are in {LATEX}.")
 
 
 if __name__ == "__main__":
