@@ -55,7 +55,7 @@ def build(options: list[str], product: Path, what: str, after: str) -> int:
         print(f"\nthe {what} build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)
         return result.returncode or 1
     STAMP.write_text(current)
-    print(f"\nThe {what} is built: {product} ({product.stat().st_size / 1e6:.1f} MB)")
+    print(f"\nThe {what} is built: {product}")
     print(f"Build time: {seconds:.1f} s. {after}")
     return 0
 
