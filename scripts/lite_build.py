@@ -20,6 +20,7 @@ with every chapter notebook (``jupyterlite_contents`` in _config.yml). This exte
 
 from __future__ import annotations
 
+import email.parser
 import hashlib
 import json
 import os
@@ -27,22 +28,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 LITE_DIR = "lite"  # jupyterlite-sphinx's output folder inside the HTML output
 LOCK_PATH = "static/pyodide-lock/pyodide-lock.json"  # inside LITE_DIR; see web/lite/jupyter-lite.json
 LITE_APP = "notebooks/index.html"  # the Jupyter Notebook interface of the lite site
 PYODIDE_NPM = Path("web/node_modules/pyodide")
 KERNEL_WHEELS = Path(".venv/lite-wheels")  # downloaded by `make book` from web/lite/kernel-wheels.txt
+KERNEL_WHEEL_LIST = Path("web/lite/kernel-wheels.txt")
 SOURCE_DATE_EPOCH = "1767225600"  # 2026-01-01: wheel member timestamps
-# what each extra wheel needs from the Pyodide lock; the lock, not the wheel's metadata, drives loading
 # what jupyterlite-sphinx adds to every page, for its directives (notebooklite, try_examples, ...)
 UNUSED_PAGE_ASSETS = ("https://fonts.googleapis.com/css?family=Vibur", "jupyterlite_sphinx.css", "jupyterlite_sphinx.js")
-LOCK_DEPENDS = {
-    "attnbook": ["numpy", "matplotlib"],
-    "ipywidgets": ["comm", "ipython", "traitlets"],
-    "comm": ["traitlets"],
-}
 
 
 def pyodide_cdn_url(root: Path) -> str:
@@ -63,9 +63,22 @@ def build_package_wheel(root: Path, out_dir: Path) -> Path:
     return wheel
 
 
-def wheel_entry(wheel: Path) -> dict:
-    """A Pyodide lock entry for a pure-Python wheel lying beside the lock (relative file name)."""
-    name, version = wheel.name.split("-")[:2]
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The canonical names of a wheel's requirements outside extras (its Requires-Dist lines)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        fields = email.parser.Parser().parsestr(archive.read(metadata).decode("utf-8"))
+    requirements = [Requirement(line) for line in fields.get_all("Requires-Dist") or []]
+    return [canonicalize_name(r.name) for r in requirements if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def wheel_entry(wheel: Path, known: set[str]) -> dict:
+    """A Pyodide lock entry for a pure-Python wheel lying beside the lock (relative file name).
+
+    Its dependencies are the wheel's requirements that the lock can load (`known`); the others are
+    front-end packages the lite site already holds (ipywidgets' jupyterlab_widgets, widgetsnbextension).
+    """
+    name, version = wheel.name.split("-")[:2]  # the import name is the distribution name for these wheels
     return {
         "name": name,
         "version": version,
@@ -74,7 +87,7 @@ def wheel_entry(wheel: Path) -> dict:
         "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "package_type": "package",
         "imports": [name],
-        "depends": LOCK_DEPENDS.get(name, []),
+        "depends": [dependency for dependency in wheel_requirements(wheel) if dependency in known],
         "unvendored_tests": False,
     }
 
@@ -84,8 +97,9 @@ def lite_lock(pyodide_lock: dict, cdn_url: str, wheels: list[Path]) -> dict:
     lock = json.loads(json.dumps(pyodide_lock))
     for entry in lock["packages"].values():
         entry["file_name"] = cdn_url + entry["file_name"]
+    known = set(lock["packages"]) | {canonicalize_name(wheel.name.split("-")[0]) for wheel in wheels}
     for wheel in wheels:
-        entry = wheel_entry(wheel)
+        entry = wheel_entry(wheel, known)
         lock["packages"][entry["name"]] = entry
     return lock
 
@@ -103,7 +117,9 @@ def write_lite_lock(app, exception) -> None:
     wheels = [build_package_wheel(root, lock_path.parent)]
     for wheel in sorted((root / KERNEL_WHEELS).glob("*.whl")):
         wheels.append(Path(shutil.copy2(wheel, lock_path.parent)))
-    missing = set(LOCK_DEPENDS) - {wheel.name.split("-")[0] for wheel in wheels}
+    listed = [Requirement(line).name for line in (root / KERNEL_WHEEL_LIST).read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.startswith("#")]
+    missing = {canonicalize_name(name) for name in listed} - {canonicalize_name(w.name.split("-")[0]) for w in wheels}
     if missing:
         raise RuntimeError(f"wheels of {sorted(missing)} are missing from {KERNEL_WHEELS}: run `make book`")
     pyodide_lock = json.loads((root / PYODIDE_NPM / "pyodide-lock.json").read_text(encoding="utf-8"))
