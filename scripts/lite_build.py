@@ -3,12 +3,13 @@
 jupyterlite-sphinx builds a JupyterLite site into ``_build/html/lite/`` at the end of the HTML build,
 with every chapter notebook (``jupyterlite_contents`` in _config.yml). This extension runs after it and
 
-* builds the ``attnbook`` wheel from ./code, offline (no build isolation, no index; fixed timestamps,
-  so the same sources give the same wheel);
+* builds the ``attnbook`` wheel from ./code, and the wheel of web/lite/shims (a ``myst_nb.glue`` for
+  the browser, where myst-nb cannot be installed), offline (no build isolation, no index; fixed
+  timestamps, so the same sources give the same wheel);
 * writes the Pyodide lock the lite kernel loads (``LOCK_PATH``; web/lite/jupyter-lite.json points
   ``loadPyodideOptions.lockFileURL`` at it): the lock of the pinned Pyodide (npm package ``pyodide``
   in web/node_modules) with every ``file_name`` made an absolute address on Pyodide's CDN, so readers
-  still download Pyodide's packages from there, plus entries for ``attnbook`` and the wheels listed in
+  still download Pyodide's packages from there, plus entries for those two wheels and the ones listed in
   web/lite/kernel-wheels.txt (ipywidgets, comm), which sit beside the lock. The Pyodide kernel calls
   ``loadPackagesFromImports`` before every cell, so ``import attnbook`` (or ``import ipywidgets``)
   loads the wheel and its dependencies (numpy, matplotlib) with no install cell;
@@ -40,6 +41,8 @@ LITE_APP = "notebooks/index.html"  # the Jupyter Notebook interface of the lite 
 PYODIDE_NPM = Path("web/node_modules/pyodide")
 KERNEL_WHEELS = Path(".venv/lite-wheels")  # downloaded by `make book` from web/lite/kernel-wheels.txt
 KERNEL_WHEEL_LIST = Path("web/lite/kernel-wheels.txt")
+# built into wheels for the lite lock: the book's package, and stand-ins for what Pyodide cannot install
+LOCAL_PROJECTS = [Path("code"), Path("web/lite/shims")]
 SOURCE_DATE_EPOCH = "1767225600"  # 2026-01-01: wheel member timestamps
 # what jupyterlite-sphinx adds to every page, for its directives (notebooklite, try_examples, ...)
 UNUSED_PAGE_ASSETS = ("https://fonts.googleapis.com/css?family=Vibur", "jupyterlite_sphinx.css", "jupyterlite_sphinx.js")
@@ -51,23 +54,33 @@ def pyodide_cdn_url(root: Path) -> str:
     return f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 
 
-def build_package_wheel(root: Path, out_dir: Path) -> Path:
-    """Build the attnbook wheel from a copy of ./code (so no build/ folder is left in the sources)."""
+def build_wheel(project: Path, out_dir: Path) -> Path:
+    """Build the wheel of a local project from a copy of it (so no build/ folder is left in the sources)."""
     with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "code"
-        shutil.copytree(root / "code", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        source, built = Path(tmp) / "project", Path(tmp) / "wheel"
+        shutil.copytree(project, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
         command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                   "--no-index", "--wheel-dir", str(out_dir), str(source)]
+                   "--no-index", "--wheel-dir", str(built), str(source)]
         subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
-    (wheel,) = out_dir.glob("attnbook-*.whl")
-    return wheel
+        (wheel,) = built.glob("*.whl")
+        return Path(shutil.copy2(wheel, out_dir))
+
+
+def _dist_info(wheel: Path, name: str) -> str | None:
+    with zipfile.ZipFile(wheel) as archive:
+        found = [n for n in archive.namelist() if n.endswith(f".dist-info/{name}")]
+        return archive.read(found[0]).decode("utf-8") if found else None
+
+
+def wheel_imports(wheel: Path) -> list[str]:
+    """The top-level modules a wheel installs (top_level.txt when it has one, else its distribution name)."""
+    top_level = _dist_info(wheel, "top_level.txt")
+    return top_level.split() if top_level else [wheel.name.split("-")[0]]
 
 
 def wheel_requirements(wheel: Path) -> list[str]:
     """The canonical names of a wheel's requirements outside extras (its Requires-Dist lines)."""
-    with zipfile.ZipFile(wheel) as archive:
-        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        fields = email.parser.Parser().parsestr(archive.read(metadata).decode("utf-8"))
+    fields = email.parser.Parser().parsestr(_dist_info(wheel, "METADATA"))
     requirements = [Requirement(line) for line in fields.get_all("Requires-Dist") or []]
     return [canonicalize_name(r.name) for r in requirements if r.marker is None or r.marker.evaluate({"extra": ""})]
 
@@ -78,15 +91,15 @@ def wheel_entry(wheel: Path, known: set[str]) -> dict:
     Its dependencies are the wheel's requirements that the lock can load (`known`); the others are
     front-end packages the lite site already holds (ipywidgets' jupyterlab_widgets, widgetsnbextension).
     """
-    name, version = wheel.name.split("-")[:2]  # the import name is the distribution name for these wheels
+    name, version = wheel.name.split("-")[:2]
     return {
-        "name": name,
+        "name": canonicalize_name(name),
         "version": version,
         "file_name": wheel.name,
         "install_dir": "site",
         "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "package_type": "package",
-        "imports": [name],
+        "imports": wheel_imports(wheel),
         "depends": [dependency for dependency in wheel_requirements(wheel) if dependency in known],
         "unvendored_tests": False,
     }
@@ -114,7 +127,7 @@ def write_lite_lock(app, exception) -> None:
     if lock_path.parent.exists():
         shutil.rmtree(lock_path.parent)
     lock_path.parent.mkdir(parents=True)
-    wheels = [build_package_wheel(root, lock_path.parent)]
+    wheels = [build_wheel(root / project, lock_path.parent) for project in LOCAL_PROJECTS]
     for wheel in sorted((root / KERNEL_WHEELS).glob("*.whl")):
         wheels.append(Path(shutil.copy2(wheel, lock_path.parent)))
     listed = [Requirement(line).name for line in (root / KERNEL_WHEEL_LIST).read_text(encoding="utf-8").splitlines()

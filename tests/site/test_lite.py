@@ -31,6 +31,7 @@ CONTENT_TYPES = {".mjs": "text/javascript", ".wasm": "application/wasm", ".json"
 KERNEL_START_TIMEOUT = 240_000  # ms: Pyodide compiles its 9 MiB wasm and loads IPython on 2 cores
 
 PYTHON_CELL = 'import sys\nprint("lite kernel", sys.platform, sum(k * k for k in range(10)))'
+GLUE_CELL = 'from myst_nb import glue\nglue("lite_answer", 6 * 7)\nglue("lite_hidden", "not shown", display=False)'
 IMPORT_CELL = """import importlib.metadata
 try:
     import attnbook
@@ -83,9 +84,12 @@ def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry["sha256"]
     assert "attnbook/attention.py" in zipfile.ZipFile(wheel).namelist()
     assert {"numpy", "matplotlib"} <= set(entry["depends"]) and entry["imports"] == ["attnbook"]
-    assert packages["ipywidgets"]["file_name"].startswith("ipywidgets-"), "ipywidgets is not in the lite lock"
-    on_cdn = [p["file_name"] for name, p in packages.items() if name not in ("attnbook", "ipywidgets", "comm")]
-    assert all(f.startswith(cdn_url()) for f in on_cdn), "Pyodide's own packages must stay on its CDN"
+    local = {name: p for name, p in packages.items() if not p["file_name"].startswith(cdn_url())}
+    assert set(local) == {"attnbook", "attnbook-lite-shims", "ipywidgets", "comm"}, "Pyodide's own packages must stay on its CDN"
+    for name, package in local.items():
+        wheel = HTML / LITE_LOCK.rsplit("/", 1)[0] / package["file_name"]
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == package["sha256"], name
+    assert local["attnbook-lite-shims"]["imports"] == ["myst_nb"]
 
 
 def _answer_from_core(substitutions: dict):
@@ -141,12 +145,17 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
     _run_new_cell(page, PYTHON_CELL)
     assert _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip() == "lite kernel emscripten 285"
 
+    _run_new_cell(page, GLUE_CELL)  # the chapters' `from myst_nb import glue`, from the lite shims wheel
+    outputs = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
+    assert _output(page, 1, "42", 60_000).strip() == "42"
+    assert "not shown" not in " ".join(outputs.all_inner_texts()), "a glue with display=False was shown"
+
     _run_new_cell(page, IMPORT_CELL)
-    printed = _output(page, 1, "attnbook", 120_000).strip()
+    printed = _output(page, 2, "attnbook", 120_000).strip()
     assert printed == "attnbook 0.1.0 installed; import stopped at numpy", printed
 
     _run_new_cell(page, WIDGET_CELL)
-    widget = page.locator(".jp-Notebook .jp-Cell").nth(2)
+    widget = page.locator(".jp-Notebook .jp-Cell").nth(3)
     widget.locator(".widget-slider").first.wait_for(timeout=60_000)
     label = widget.locator(".jp-OutputArea-output .widget-label")
     label.filter(has_text="no change yet").wait_for()
