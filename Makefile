@@ -111,3 +111,21 @@ texlive:
 	  if [ "$$(id -u)" = 0 ]; then echo "installing Debian packages for the PDF:" $$missing; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "the PDF needs these Debian packages: sudo apt-get install --no-install-recommends" $$missing; exit 1; fi; fi
+
+# --- JupyterLite ("run in your browser"; scripts/lite_build.py, web/lite/) ---
+# The lite kernel's Pyodide lock adds pure-Python wheels (web/lite/kernel-wheels.txt): pip downloads them
+# once, at install time, so that the book build itself downloads nothing.
+LITE_WHEELS := $(VENV)/lite-wheels/.downloaded
+book: $(LITE_WHEELS)
+$(LITE_WHEELS): web/lite/kernel-wheels.txt | $(STAMP)
+	rm -rf $(VENV)/lite-wheels
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/lite-wheels -r web/lite/kernel-wheels.txt
+	touch $@
+# The lite browser test (tests/site/test_lite.py) serves a Pyodide core assembled from the npm package
+# `pyodide` (web/package.json) and PyPI wheels (pip, here) in place of Pyodide's CDN.
+PYODIDE_CORE := _build/pyodide-core/.assembled
+test test-site: $(PYODIDE_CORE)
+$(PYODIDE_CORE): web/package-lock.json tests/site/pyodide_core.py | $(STAMP) $(VENDOR)
+	$(PY) tests/site/pyodide_core.py _build/pyodide-core
+	touch $@
+# --- end JupyterLite ---

@@ -40,14 +40,19 @@ def browser():
 class PageVisit:
     """A page opened in a fresh context, with what it logged and requested."""
 
-    def __init__(self, browser, site_url: str, path: str, color_scheme: str = "light"):
+    def __init__(self, browser, site_url: str, path: str, color_scheme: str = "light",
+                 answer_request=None, **context_options):
+        # answer_request(route) -> bool may answer a request itself (the lite test serves Pyodide's CDN
+        # from a local core); what it declines goes on as usual: external requests are recorded, aborted
         host = urlparse(site_url).netloc
         self.console_errors: list[str] = []
         self.failed_requests: list[str] = []
         self.external_requests: list[str] = []
-        self.context = browser.new_context(color_scheme=color_scheme)
+        self.context = browser.new_context(color_scheme=color_scheme, **context_options)
 
         def route(route):
+            if answer_request is not None and answer_request(route):
+                return
             if urlparse(route.request.url).netloc == host:
                 route.continue_()
             else:
@@ -77,8 +82,8 @@ class PageVisit:
 def visit(browser, site_url):
     opened: list[PageVisit] = []
 
-    def open_page(path: str, color_scheme: str = "light") -> PageVisit:
-        page_visit = PageVisit(browser, site_url, path, color_scheme)
+    def open_page(path: str, color_scheme: str = "light", **options) -> PageVisit:
+        page_visit = PageVisit(browser, site_url, path, color_scheme, **options)
         opened.append(page_visit)
         return page_visit
 

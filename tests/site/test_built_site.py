@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from site_support import HTML, toc_pages
+from site_support import HTML, ROOT, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention"
 ASSET_TAG = re.compile(r"<(script|link|img|source|iframe)\b[^>]*>", re.IGNORECASE)
@@ -59,6 +59,20 @@ def test_launch_buttons_open_the_executed_notebook():
     colab = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', html)
     assert binder and binder[0].endswith(f"{CHAPTER}.ipynb"), binder
     assert colab and colab[0].endswith(f"{CHAPTER}.ipynb"), colab
+
+
+# --- JupyterLite launch (scripts/lite_build.py; the lite site itself: test_lite.py) ---
+def test_every_chapter_notebook_launches_in_the_lite_site_by_a_relative_link():
+    notebooks = sorted(ROOT.glob("chapters/*.ipynb"))
+    assert notebooks
+    for notebook in notebooks:
+        html = read(f"chapters/{notebook.stem}.html")
+        links = re.findall(r'<a href="([^"]*/notebooks/index\.html\?path=[^"]*)"[^>]*btn-launch-jupyterlite', html)
+        assert links == [f"../lite/notebooks/index.html?path={notebook.name}"], (notebook.name, links)
+        assert (HTML / "lite" / "files" / notebook.name).is_file(), f"{notebook.name} is not in the lite site"
+    assert (HTML / "lite" / "notebooks" / "index.html").is_file()
+    assert "btn-launch-jupyterlite" not in read("chapters/intro.html"), "a page with no notebook got a lite button"
+# --- end JupyterLite launch ---
 
 
 def test_download_buttons_offer_the_notebook_and_its_source():

@@ -1,0 +1,176 @@
+"""The JupyterLite site ("run in your browser", _build/html/lite) in Chromium, with no internet.
+
+The lite site loads Pyodide from Pyodide's CDN, as readers get it. Here that CDN address is answered from
+a Pyodide core assembled from the npm and PyPI registries (tests/site/pyodide_core.py, run by `make test`):
+its lock, and the entries of the lite site's own lock for the same packages, carry the PyPI wheels'
+names and digests. Every other request that leaves 127.0.0.1 is recorded and aborted.
+
+Pyodide's numpy and matplotlib wheels are in no registry reachable here, so `import attnbook` cannot
+finish offline: the test checks that the lite lock installs the attnbook wheel with no install cell and
+that the import then stops at numpy, the only part that could not be served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zipfile
+
+import pytest
+
+from pyodide_core import PYODIDE_NPM, lock_substitutions
+from site_support import HTML, ROOT
+
+CORE = ROOT / "_build" / "pyodide-core"
+LITE = HTML / "lite"
+LITE_LOCK = "lite/static/pyodide-lock/pyodide-lock.json"
+CHAPTER = "scaled_dot_product_attention"
+KERNEL_SCHEMA = LITE / "extensions/@jupyterlite/pyodide-kernel-extension/static/schema/kernel.v0.schema.json"
+CONTENT_TYPES = {".mjs": "text/javascript", ".wasm": "application/wasm", ".json": "application/json"}
+KERNEL_START_TIMEOUT = 240_000  # ms: Pyodide compiles its 9 MiB wasm and loads IPython on 2 cores
+
+PYTHON_CELL = 'import sys\nprint("lite kernel", sys.platform, sum(k * k for k in range(10)))'
+GLUE_CELL = 'from myst_nb import glue\nglue("lite_answer", 6 * 7)\nglue("lite_hidden", "not shown", display=False)'
+IMPORT_CELL = """import importlib.metadata
+try:
+    import attnbook
+    print("attnbook imported")
+except ModuleNotFoundError as error:
+    print("attnbook", importlib.metadata.version("attnbook"), "installed; import stopped at", error.name)"""
+WIDGET_CELL = """import ipywidgets as widgets
+slider = widgets.IntSlider(value=3, min=0, max=10, description="k")
+seen = widgets.Label("no change yet")
+slider.observe(lambda change: setattr(seen, "value", f"callback saw {change['new']}, squared {change['new'] ** 2}"), names="value")
+widgets.VBox([slider, seen])"""
+
+
+def cdn_url() -> str:
+    version = json.loads((PYODIDE_NPM / "package.json").read_text(encoding="utf-8"))["version"]
+    return f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+
+
+def lite_lock() -> dict:
+    return json.loads((HTML / LITE_LOCK).read_text(encoding="utf-8"))
+
+
+def lock_closure(packages: dict, name: str) -> set[str]:
+    found, todo = set(), [name]
+    while todo:
+        current = todo.pop().lower().replace("_", "-")
+        if current not in found:
+            found.add(current)
+            todo += packages[current]["depends"]
+    return found
+
+
+def test_lite_site_keeps_pyodide_on_its_cdn_for_readers():
+    default = json.loads(KERNEL_SCHEMA.read_text(encoding="utf-8"))["properties"]["pyodideUrl"]["default"]
+    assert default == cdn_url() + "pyodide.mjs", "the pinned npm pyodide is not the kernel's Pyodide"
+    settings = json.loads((LITE / "jupyter-lite.json").read_text(encoding="utf-8"))["jupyter-config-data"]
+    kernel = settings["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
+    assert "pyodideUrl" not in kernel
+    assert kernel["loadPyodideOptions"]["lockFileURL"] == "./" + LITE_LOCK.removeprefix("lite/")
+    extensions = {extension["name"] for extension in settings["federated_extensions"]}
+    assert "@jupyter-widgets/jupyterlab-manager" in extensions, "widgets would not render in the lite site"
+
+
+def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
+    chapters = sorted(p.name for p in (ROOT / "chapters").glob("*.ipynb"))
+    assert sorted(p.name for p in (LITE / "files").glob("*.ipynb")) == chapters
+    packages = lite_lock()["packages"]
+    entry = packages["attnbook"]
+    wheel = HTML / LITE_LOCK.rsplit("/", 1)[0] / entry["file_name"]
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry["sha256"]
+    assert "attnbook/attention.py" in zipfile.ZipFile(wheel).namelist()
+    assert {"numpy", "matplotlib"} <= set(entry["depends"]) and entry["imports"] == ["attnbook"]
+    local = {name: p for name, p in packages.items() if not p["file_name"].startswith(cdn_url())}
+    assert set(local) == {"attnbook", "attnbook-lite-shims", "ipywidgets", "comm"}, "Pyodide's own packages must stay on its CDN"
+    for name, package in local.items():
+        wheel = HTML / LITE_LOCK.rsplit("/", 1)[0] / package["file_name"]
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == package["sha256"], name
+    assert local["attnbook-lite-shims"]["imports"] == ["myst_nb"]
+
+
+def _answer_from_core(substitutions: dict):
+    """A request handler: Pyodide's CDN from the assembled core; the lite lock with its entries rewritten."""
+    cdn = cdn_url()
+
+    def answer(route) -> bool:
+        url = route.request.url.split("?")[0]
+        if url.endswith("/" + LITE_LOCK):
+            lock = lite_lock()
+            for name, entry in substitutions.items():
+                lock["packages"][name].update(entry, file_name=cdn + entry["file_name"])
+            route.fulfill(json=lock, headers={"access-control-allow-origin": "*"})
+            return True
+        if url.startswith(cdn) and (CORE / url.removeprefix(cdn)).is_file():
+            path = CORE / url.removeprefix(cdn)
+            content_type = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+            route.fulfill(path=str(path), headers={"access-control-allow-origin": "*", "content-type": content_type})
+            return True
+        return False
+
+    return answer
+
+
+def _run_new_cell(page, code: str) -> None:
+    """Insert a code cell above the active one, type `code` and run it (the next cell becomes active)."""
+    page.keyboard.press("Escape")
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    page.keyboard.insert_text(code)
+    page.keyboard.press("Shift+Enter")
+
+
+def _output(page, index: int, pattern: str, timeout: int = 60_000) -> str:
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    output = cell.locator(".jp-OutputArea-output").filter(has_text=re.compile(pattern))
+    output.first.wait_for(timeout=timeout)
+    return output.first.inner_text()
+
+
+def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit):
+    if not (CORE / "pyodide-lock.json").is_file():
+        pytest.fail("the Pyodide core is not assembled: `make test` runs tests/site/pyodide_core.py")
+    substitutions = lock_substitutions(CORE)
+    page_visit = visit(
+        f"lite/notebooks/index.html?path={CHAPTER}.ipynb",
+        answer_request=_answer_from_core(substitutions),
+    )
+    page = page_visit.page
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
+
+    _run_new_cell(page, PYTHON_CELL)
+    assert _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip() == "lite kernel emscripten 285"
+
+    _run_new_cell(page, GLUE_CELL)  # the chapters' `from myst_nb import glue`, from the lite shims wheel
+    outputs = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
+    assert _output(page, 1, "42", 60_000).strip() == "42"
+    assert "not shown" not in " ".join(outputs.all_inner_texts()), "a glue with display=False was shown"
+
+    _run_new_cell(page, IMPORT_CELL)
+    printed = _output(page, 2, "attnbook", 120_000).strip()
+    assert printed == "attnbook 0.1.0 installed; import stopped at numpy", printed
+
+    _run_new_cell(page, WIDGET_CELL)
+    widget = page.locator(".jp-Notebook .jp-Cell").nth(3)
+    widget.locator(".widget-slider").first.wait_for(timeout=60_000)
+    label = widget.locator(".jp-OutputArea-output .widget-label")
+    label.filter(has_text="no change yet").wait_for()
+    widget.locator(".noUi-handle").first.focus()
+    page.keyboard.press("ArrowRight")
+    label.filter(has_text="callback saw 4, squared 16").wait_for(timeout=30_000)
+
+    # nothing left the machine but what the core could not hold: attnbook's compiled dependencies
+    packages = lite_lock()["packages"]
+    unservable = {packages[name]["file_name"] for name in lock_closure(packages, "attnbook") - {"attnbook"}}
+    assert page_visit.external_requests, "numpy was never requested: was `import attnbook` run?"
+    assert set(page_visit.external_requests) <= unservable, page_visit.external_requests
+    assert any("/numpy-" in url for url in page_visit.external_requests)
+    unloaded = {packages[name]["name"] for name in lock_closure(packages, "attnbook")}
+    for error in page_visit.console_errors:  # Pyodide reports each package it could not fetch, and only that
+        loading = re.fullmatch(r"The following error occurred while loading (\S+):", error)
+        assert error == "Failed to fetch" or (loading and loading.group(1) in unloaded), error
+    assert page_visit.failed_requests == [], "some local requests failed"
