@@ -19,6 +19,7 @@ import zipfile
 
 import pytest
 
+from install_cell import install_cell_source
 from pyodide_core import PYODIDE_NPM, lock_substitutions
 from site_support import HTML, ROOT
 
@@ -145,17 +146,21 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
     _run_new_cell(page, PYTHON_CELL)
     assert _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip() == "lite kernel emscripten 285"
 
+    # every notebook's first cell (the Colab install cell) must do nothing here: no pip, no subprocess
+    _run_new_cell(page, install_cell_source() + '\nprint("install cell finished")')
+    assert _output(page, 1, "install cell", 60_000).strip() == "install cell finished"
+
     _run_new_cell(page, GLUE_CELL)  # the chapters' `from myst_nb import glue`, from the lite shims wheel
-    outputs = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output")
-    assert _output(page, 1, "42", 60_000).strip() == "42"
+    outputs = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea-output")
+    assert _output(page, 2, "42", 60_000).strip() == "42"
     assert "not shown" not in " ".join(outputs.all_inner_texts()), "a glue with display=False was shown"
 
     _run_new_cell(page, IMPORT_CELL)
-    printed = _output(page, 2, "attnbook", 120_000).strip()
+    printed = _output(page, 3, "attnbook", 120_000).strip()
     assert printed == "attnbook 0.1.0 installed; import stopped at numpy", printed
 
     _run_new_cell(page, WIDGET_CELL)
-    widget = page.locator(".jp-Notebook .jp-Cell").nth(3)
+    widget = page.locator(".jp-Notebook .jp-Cell").nth(4)
     widget.locator(".widget-slider").first.wait_for(timeout=60_000)
     label = widget.locator(".jp-OutputArea-output .widget-label")
     label.filter(has_text="no change yet").wait_for()
