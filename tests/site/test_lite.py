@@ -18,6 +18,7 @@ import re
 import zipfile
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from install_cell import install_cell_source
 from pyodide_core import PYODIDE_NPM, lock_substitutions
@@ -144,7 +145,13 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
     page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
 
     _run_new_cell(page, PYTHON_CELL)
-    assert _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip() == "lite kernel emscripten 285"
+    try:
+        started = _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip()
+    except PlaywrightTimeout:
+        pytest.fail(f"the lite kernel did not run a cell within {KERNEL_START_TIMEOUT / 1000:.0f} s; "
+                    f"console errors: {page_visit.console_errors[:5]}; "
+                    f"aborted requests: {page_visit.external_requests[:5]}; failed: {page_visit.failed_requests[:5]}")
+    assert started == "lite kernel emscripten 285"
 
     # every notebook's first cell (the Colab install cell) must do nothing here: no pip, no subprocess
     _run_new_cell(page, install_cell_source() + '\nprint("install cell finished")')
