@@ -2,8 +2,8 @@
 
 `make site-size` (after `make book`) opens every page of _toc.yml in Debian's Chromium, served from
 _build/html on 127.0.0.1, adds up the bytes of every response the page needed (HTML, CSS, scripts,
-fonts, images, the saved widget state), and prints the pages from heaviest to lightest, then the size
-on disk of the whole site, of its JupyterLite build (_build/html/lite, when built) and of the PDF
+fonts, images, the saved widget state), also as gzipped text (what a host like GitHub Pages sends), and
+prints the pages from heaviest to lightest, then the size on disk of the whole site, of its JupyterLite build (_build/html/lite, when built) and of the PDF
 (when `make pdf` has made one). A benchmark, not a test: it prints figures and never fails on them.
 
 Example:
@@ -13,9 +13,10 @@ Example:
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "site"))
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "site"))
 from site_support import CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, UNRENDERED_WIDGETS, serve_site, toc_pages  # noqa: E402
 
 MIB = 2**20
+BINARY = {".png", ".jpg", ".jpeg", ".gif", ".woff", ".woff2", ".ttf", ".eot", ".wasm", ".zip", ".pdf"}  # sent as is
 
 
 def folder_bytes(folder: Path) -> int:
@@ -30,8 +32,13 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
 
 
-def page_weights(paths: list[str]) -> dict[str, tuple[int, int]]:
-    """{page: (bytes downloaded, number of responses)} for each page, every cache disabled."""
+def gzipped_bytes(file: Path) -> int:
+    """Size of `file` compressed as static hosts (GitHub Pages) serve text: gzip, level 6."""
+    return len(gzip.compress(file.read_bytes(), compresslevel=6, mtime=0))
+
+
+def page_weights(paths: list[str]) -> dict[str, tuple[int, int, int]]:
+    """{page: (bytes downloaded, the same gzipped, number of responses)} for each page, with an empty cache."""
     from playwright.sync_api import sync_playwright
 
     weights = {}
@@ -44,11 +51,19 @@ def page_weights(paths: list[str]) -> dict[str, tuple[int, int]]:
                           else route.abort())
             page = context.new_page()
             bodies: list[int] = []
-            page.on("requestfinished", lambda request: bodies.append(request.sizes()["responseBodySize"]))
+            files: list[Path] = []
+
+            def finished(request, bodies=bodies, files=files):
+                bodies.append(request.sizes()["responseBodySize"])
+                files.append(HTML / unquote(urlparse(request.url).path).lstrip("/"))
+
+            page.on("requestfinished", finished)
             page.goto(f"{base}/{path}", wait_until="load")
             page.evaluate(SETTLE_PAGE)
             page.wait_for_function(f"() => ({UNRENDERED_WIDGETS})().length === 0", timeout=60_000)
-            weights[path] = (sum(bodies), len(bodies))
+            compressed = sum(gzipped_bytes(file) if file.suffix not in BINARY else file.stat().st_size
+                             for file in files if file.is_file())
+            weights[path] = (sum(bodies), compressed, len(bodies))
             context.close()
         browser.close()
     return weights
@@ -63,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     weights = page_weights(toc_pages())
     ranked = sorted(weights.items(), key=lambda item: item[1][0], reverse=True)
-    print(f"{'page':<50} {'downloaded':>11} {'requests':>9}")
-    for path, (size, requests) in ranked[: args.top or None]:
-        print(f"{path:<50} {size / MIB:>7.2f} MiB {requests:>9}")
-    heaviest, (size, _) = ranked[0]
-    print(f"\nheaviest page: {heaviest}, {size / MIB:.2f} MiB over the wire (no compression, empty cache)")
+    print(f"{'page':<50} {'downloaded':>11} {'gzipped':>11} {'requests':>9}")
+    for path, (size, compressed, requests) in ranked[: args.top or None]:
+        print(f"{path:<50} {size / MIB:>7.2f} MiB {compressed / MIB:>7.2f} MiB {requests:>9}")
+    heaviest, (size, compressed, _) = ranked[0]
+    print(f"\nheaviest page: {heaviest}, {size / MIB:.2f} MiB uncompressed with an empty cache "
+          f"({compressed / MIB:.2f} MiB where the host gzips text, as GitHub Pages does)")
     print(f"site on disk (_build/html): {folder_bytes(HTML) / MIB:.1f} MiB")
     lite = HTML / "lite"
     print(f"JupyterLite build (_build/html/lite): "
