@@ -142,6 +142,12 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
     )
     page = page_visit.page
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    # the lite app keeps loading (kernel worker, extensions, settings) after its first cell shows; keys typed
+    # before it has settled can be lost, so let its requests finish first (a bound, not an assertion)
+    try:
+        page.wait_for_load_state("networkidle", timeout=90_000)
+    except PlaywrightTimeout:
+        pass
     page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
 
     _run_new_cell(page, PYTHON_CELL)
