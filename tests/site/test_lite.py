@@ -21,7 +21,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from install_cell import install_cell_source
-from pyodide_core import PYODIDE_NPM, lock_substitutions
+from lite_build import pyodide_cdn_url
+from pyodide_core import dependency_closure, lock_substitutions
 from site_support import HTML, ROOT
 
 CORE = ROOT / "_build" / "pyodide-core"
@@ -47,28 +48,13 @@ slider.observe(lambda change: setattr(seen, "value", f"callback saw {change['new
 widgets.VBox([slider, seen])"""
 
 
-def cdn_url() -> str:
-    version = json.loads((PYODIDE_NPM / "package.json").read_text(encoding="utf-8"))["version"]
-    return f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
-
-
 def lite_lock() -> dict:
     return json.loads((HTML / LITE_LOCK).read_text(encoding="utf-8"))
 
 
-def lock_closure(packages: dict, name: str) -> set[str]:
-    found, todo = set(), [name]
-    while todo:
-        current = todo.pop().lower().replace("_", "-")
-        if current not in found:
-            found.add(current)
-            todo += packages[current]["depends"]
-    return found
-
-
 def test_lite_site_keeps_pyodide_on_its_cdn_for_readers():
     default = json.loads(KERNEL_SCHEMA.read_text(encoding="utf-8"))["properties"]["pyodideUrl"]["default"]
-    assert default == cdn_url() + "pyodide.mjs", "the pinned npm pyodide is not the kernel's Pyodide"
+    assert default == pyodide_cdn_url(ROOT) + "pyodide.mjs", "the pinned npm pyodide is not the kernel's Pyodide"
     settings = json.loads((LITE / "jupyter-lite.json").read_text(encoding="utf-8"))["jupyter-config-data"]
     kernel = settings["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
     assert "pyodideUrl" not in kernel
@@ -86,7 +72,7 @@ def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry["sha256"]
     assert "attnbook/attention.py" in zipfile.ZipFile(wheel).namelist()
     assert {"numpy", "matplotlib"} <= set(entry["depends"]) and entry["imports"] == ["attnbook"]
-    local = {name: p for name, p in packages.items() if not p["file_name"].startswith(cdn_url())}
+    local = {name: p for name, p in packages.items() if not p["file_name"].startswith(pyodide_cdn_url(ROOT))}
     assert set(local) == {"attnbook", "attnbook-lite-shims", "ipywidgets", "comm"}, "Pyodide's own packages must stay on its CDN"
     for name, package in local.items():
         wheel = HTML / LITE_LOCK.rsplit("/", 1)[0] / package["file_name"]
@@ -96,7 +82,7 @@ def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
 
 def _answer_from_core(substitutions: dict):
     """A request handler: Pyodide's CDN from the assembled core; the lite lock with its entries rewritten."""
-    cdn = cdn_url()
+    cdn = pyodide_cdn_url(ROOT)
 
     def answer(route) -> bool:
         url = route.request.url.split("?")[0]
@@ -183,11 +169,11 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
 
     # nothing left the machine but what the core could not hold: attnbook's compiled dependencies
     packages = lite_lock()["packages"]
-    unservable = {packages[name]["file_name"] for name in lock_closure(packages, "attnbook") - {"attnbook"}}
+    unservable = {packages[name]["file_name"] for name in set(dependency_closure(packages, ["attnbook"])) - {"attnbook"}}
     assert page_visit.external_requests, "numpy was never requested: was `import attnbook` run?"
     assert set(page_visit.external_requests) <= unservable, page_visit.external_requests
     assert any("/numpy-" in url for url in page_visit.external_requests)
-    unloaded = {packages[name]["name"] for name in lock_closure(packages, "attnbook")}
+    unloaded = {packages[name]["name"] for name in set(dependency_closure(packages, ["attnbook"]))}
     for error in page_visit.console_errors:  # Pyodide reports each package it could not fetch, and only that
         loading = re.fullmatch(r"The following error occurred while loading (\S+):", error)
         assert error == "Failed to fetch" or (loading and loading.group(1) in unloaded), error
