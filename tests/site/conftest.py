@@ -48,6 +48,9 @@ class PageVisit:
         self.console_errors: list[str] = []
         self.failed_requests: list[str] = []
         self.external_requests: list[str] = []
+        # reduced motion: the theme then switches its colour transitions off (as it does for readers who
+        # ask for it), so what axe-core measures is the theme's final colours, not a fade between two
+        context_options.setdefault("reduced_motion", "reduce")
         self.context = browser.new_context(color_scheme=color_scheme, **context_options)
 
         def route(route):

@@ -27,12 +27,17 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 
-# run in a page after its "load" event: resolves once MathJax 3 (when the page has it) has typeset and the
-# fonts it asked for have loaded. Waiting for this, rather than for Playwright's "networkidle", is
-# deterministic: on a busy machine "networkidle" can take tens of seconds with no request pending.
+# run in a page after its "load" event: resolves once MathJax 3 (when the page has it) has typeset, the
+# fonts it asked for have loaded and every CSS transition under way has ended. Waiting for this, rather
+# than for Playwright's "networkidle", is deterministic: on a busy machine "networkidle" can take tens of
+# seconds with no request pending. The transitions matter to axe-core: the theme script sets the dark
+# theme after the page has parsed, and a button whose colours are still fading from light to dark
+# (the theme's .btn transition, 0.15 s) has a contrast that is neither theme's.
 SETTLE_PAGE = (
     "async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-    " { await MathJax.startup.promise; } await document.fonts.ready; }"
+    " { await MathJax.startup.promise; } await document.fonts.ready;"
+    " await Promise.all(document.getAnimations().filter(a => a instanceof CSSTransition)"
+    ".map(a => a.finished.catch(() => null))); }"
 )
 
 # every saved widget view (a widget-view+json script) is rendered by the HTML manager into the

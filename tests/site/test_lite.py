@@ -8,6 +8,13 @@ names and digests. Every other request that leaves 127.0.0.1 is recorded and abo
 Pyodide's numpy and matplotlib wheels are in no registry reachable here, so `import attnbook` cannot
 finish offline: the test checks that the lite lock installs the attnbook wheel with no install cell and
 that the import then stops at numpy, the only part that could not be served.
+
+The test drives the lite app through its own events, not through timed keystrokes: keys typed while the
+app is still activating its plugins are dropped without a trace (the cell is never created, so nothing
+runs and nothing fails), which is how this test used to wait 240 s for an output that could not come.
+The served ``jupyter-lite.json`` asks the app to expose itself as ``window.jupyterapp`` (JupyterLab's
+``exposeAppInBrowser``, as its own browser tests do); the test then waits, each step bounded and named,
+for the app to be restored, the chapter to open, its kernel to be ready, and each cell's output.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ LITE_LOCK = "lite/static/pyodide-lock/pyodide-lock.json"
 CHAPTER = "scaled_dot_product_attention"
 KERNEL_SCHEMA = LITE / "extensions/@jupyterlite/pyodide-kernel-extension/static/schema/kernel.v0.schema.json"
 CONTENT_TYPES = {".mjs": "text/javascript", ".wasm": "application/wasm", ".json": "application/json"}
-KERNEL_START_TIMEOUT = 240_000  # ms: Pyodide compiles its 9 MiB wasm and loads IPython on 2 cores
+KERNEL_START_TIMEOUT = 240_000  # ms: Pyodide compiles its 9 MiB wasm and loads IPython (about 25 s here)
+APP_TIMEOUT = 90_000  # ms: the lite app loads its extensions and opens the notebook (about 4 s here)
 
 PYTHON_CELL = 'import sys\nprint("lite kernel", sys.platform, sum(k * k for k in range(10)))'
 GLUE_CELL = 'from myst_nb import glue\nglue("lite_answer", 6 * 7)\nglue("lite_hidden", "not shown", display=False)'
@@ -81,11 +89,17 @@ def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
 
 
 def _answer_from_core(substitutions: dict):
-    """A request handler: Pyodide's CDN from the assembled core; the lite lock with its entries rewritten."""
+    """A request handler: Pyodide's CDN from the assembled core; the lite lock with its entries rewritten;
+    the lite site's settings with the app exposed to the test (``window.jupyterapp``)."""
     cdn = pyodide_cdn_url(ROOT)
 
     def answer(route) -> bool:
         url = route.request.url.split("?")[0]
+        if url.endswith("/lite/jupyter-lite.json"):
+            settings = json.loads((LITE / "jupyter-lite.json").read_text(encoding="utf-8"))
+            settings["jupyter-config-data"]["exposeAppInBrowser"] = "true"
+            route.fulfill(json=settings)
+            return True
         if url.endswith("/" + LITE_LOCK):
             lock = lite_lock()
             for name, entry in substitutions.items():
@@ -102,19 +116,69 @@ def _answer_from_core(substitutions: dict):
     return answer
 
 
-def _run_new_cell(page, code: str) -> None:
-    """Insert a code cell above the active one, type `code` and run it (the next cell becomes active)."""
-    page.keyboard.press("Escape")
-    page.keyboard.press("a")
-    page.keyboard.press("Enter")
-    page.keyboard.insert_text(code)
-    page.keyboard.press("Shift+Enter")
+# In the page: follow the lite app as it opens, each step recorded in window.liteSteps when it has happened.
+_FOLLOW_APP = """notebookPath => {
+  window.liteSteps = {};
+  const steps = window.liteSteps;
+  (async () => {
+    const app = window.jupyterapp;
+    await app.restored; steps.restored = true;
+    let panel = app.shell.currentWidget;
+    while (!(panel && panel.context && panel.context.path === notebookPath)) {
+      await new Promise(resolve => app.shell.currentChanged.connect(resolve));
+      panel = app.shell.currentWidget;
+    }
+    await panel.context.ready; steps.opened = true;
+    await panel.sessionContext.ready;
+    if (!panel.sessionContext.session) {  // e.g. a kernel-selection dialog was dismissed
+      const dialogs = [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.slice(0, 200));
+      throw new Error(`the notebook opened with no kernel; dialogs shown: ${JSON.stringify(dialogs)}`);
+    }
+    const kernel = panel.sessionContext.session.kernel;
+    await kernel.info; steps.kernel = kernel.name;
+    window.litePanel = panel;
+  })().catch(error => { steps.error = String(error); });
+}"""
+
+# In the page: insert a code cell at `index`, give it `code` and run it, with JupyterLab's own commands
+_RUN_CELL = """async ([index, code]) => {
+  const app = window.jupyterapp, notebook = window.litePanel.content;
+  notebook.activeCellIndex = index;
+  await app.commands.execute('notebook:insert-cell-above');
+  notebook.activeCell.model.sharedModel.setSource(code);
+  await app.commands.execute('notebook:run-cell');
+}"""
+
+
+def _wait_for_step(page_visit, step: str, timeout: int, what: str) -> None:
+    page = page_visit.page
+    try:
+        page.wait_for_function(f"() => window.liteSteps && (window.liteSteps.{step} || window.liteSteps.error)",
+                               timeout=timeout)
+    except PlaywrightTimeout:
+        dialogs = page.evaluate("() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.slice(0, 200))")
+        pytest.fail(f"{what} within {timeout / 1000:.0f} s; steps done: {page.evaluate('() => window.liteSteps')}; "
+                    f"dialogs shown: {dialogs}; "
+                    f"console errors: {page_visit.console_errors[:5]}; aborted requests: "
+                    f"{page_visit.external_requests[:5]}; failed: {page_visit.failed_requests[:5]}")
+    error = page.evaluate("() => window.liteSteps.error")
+    assert error is None, f"the lite app failed before '{step}': {error}"
+
+
+def _run_new_cell(page, index: int, code: str) -> None:
+    """Insert a code cell at position `index` of the notebook, set its source and run it."""
+    page.evaluate(_RUN_CELL, [index, code])
 
 
 def _output(page, index: int, pattern: str, timeout: int = 60_000) -> str:
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
     output = cell.locator(".jp-OutputArea-output").filter(has_text=re.compile(pattern))
-    output.first.wait_for(timeout=timeout)
+    try:
+        output.first.wait_for(timeout=timeout)
+    except PlaywrightTimeout:
+        shown = cell.locator(".jp-OutputArea-output").all_inner_texts()
+        pytest.fail(f"cell {index} showed no output matching {pattern!r} within {timeout / 1000:.0f} s; "
+                    f"its source: {cell.locator('.jp-InputArea-editor').inner_text()[:200]!r}; its outputs: {shown}")
     return output.first.inner_text()
 
 
@@ -127,38 +191,34 @@ def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit)
         answer_request=_answer_from_core(substitutions),
     )
     page = page_visit.page
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
-    # the lite app keeps loading (kernel worker, extensions, settings) after its first cell shows; keys typed
-    # before it has settled can be lost, so let its requests finish first (a bound, not an assertion)
     try:
-        page.wait_for_load_state("networkidle", timeout=90_000)
+        page.wait_for_function("() => window.jupyterapp !== undefined", timeout=APP_TIMEOUT)
     except PlaywrightTimeout:
-        pass
-    page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
+        pytest.fail(f"the lite app did not start within {APP_TIMEOUT / 1000:.0f} s; console errors: "
+                    f"{page_visit.console_errors[:5]}; failed requests: {page_visit.failed_requests[:5]}")
+    page.evaluate(_FOLLOW_APP, f"{CHAPTER}.ipynb")
+    _wait_for_step(page_visit, "restored", APP_TIMEOUT, "the lite app did not restore its layout")
+    _wait_for_step(page_visit, "opened", APP_TIMEOUT, f"the lite app did not open {CHAPTER}.ipynb")
+    _wait_for_step(page_visit, "kernel", KERNEL_START_TIMEOUT, "the notebook's Pyodide kernel did not start")
+    assert page.evaluate("() => window.liteSteps.kernel") == "python"
 
-    _run_new_cell(page, PYTHON_CELL)
-    try:
-        started = _output(page, 0, "lite kernel", KERNEL_START_TIMEOUT).strip()
-    except PlaywrightTimeout:
-        pytest.fail(f"the lite kernel did not run a cell within {KERNEL_START_TIMEOUT / 1000:.0f} s; "
-                    f"console errors: {page_visit.console_errors[:5]}; "
-                    f"aborted requests: {page_visit.external_requests[:5]}; failed: {page_visit.failed_requests[:5]}")
-    assert started == "lite kernel emscripten 285"
+    _run_new_cell(page, 0, PYTHON_CELL)
+    assert _output(page, 0, "lite kernel").strip() == "lite kernel emscripten 285"
 
     # every notebook's first cell (the Colab install cell) must do nothing here: no pip, no subprocess
-    _run_new_cell(page, install_cell_source() + '\nprint("install cell finished")')
+    _run_new_cell(page, 1, install_cell_source() + '\nprint("install cell finished")')
     assert _output(page, 1, "install cell", 60_000).strip() == "install cell finished"
 
-    _run_new_cell(page, GLUE_CELL)  # the chapters' `from myst_nb import glue`, from the lite shims wheel
+    _run_new_cell(page, 2, GLUE_CELL)  # the chapters' `from myst_nb import glue`, from the lite shims wheel
     outputs = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea-output")
     assert _output(page, 2, "42", 60_000).strip() == "42"
     assert "not shown" not in " ".join(outputs.all_inner_texts()), "a glue with display=False was shown"
 
-    _run_new_cell(page, IMPORT_CELL)
+    _run_new_cell(page, 3, IMPORT_CELL)
     printed = _output(page, 3, "attnbook", 120_000).strip()
     assert printed == "attnbook 0.1.0 installed; import stopped at numpy", printed
 
-    _run_new_cell(page, WIDGET_CELL)
+    _run_new_cell(page, 4, WIDGET_CELL)
     widget = page.locator(".jp-Notebook .jp-Cell").nth(4)
     widget.locator(".widget-slider").first.wait_for(timeout=60_000)
     label = widget.locator(".jp-OutputArea-output .widget-label")

@@ -1,0 +1,135 @@
+"""Numbers glued into the book's prose, stored with only the digits every machine agrees on.
+
+A chapter computes each number it states and glues it into the text (myst-nb's ``glue``). The executed
+notebook stores the glued value as text, and the tests re-execute every notebook and compare that text
+exactly. Floating-point results differ in their last bits from one processor to another (BLAS kernels
+and vectorised ``exp`` sum and round in different orders), and some computations amplify those bits:
+finite differences, long products, training loops. So a glued number keeps a fixed count of
+*significant* digits, chosen by how the number was computed:
+
+=================  ======  =========================================================================
+precision          digits  for
+=================  ======  =========================================================================
+``CLOSED_FORM``    6       float64 formulas: softmax of a few scores, a sum, a ratio of sums
+``AMPLIFIED``      3       finite differences, trained weights, long products, float32 arithmetic
+exact              all     counts and other integers: :func:`glue_count`
+=================  ======  =========================================================================
+
+Six digits leave a margin of about ten thousand over the twelve or more that a float64 formula keeps
+across machines; three digits do the same for a computation that keeps about seven (a central
+difference with step 1e-5 keeps about ten digits of a derivative of order one). The test
+``tests/stability`` re-runs every notebook with its inputs and its ``exp``, ``matmul`` and ``einsum``
+results moved by a few units in the last place, and checks that no glued number moves by more than a
+hundredth of the rounding step its precision allows.
+
+Example:
+    >>> round_significant(390.54602452, 6)
+    390.546
+    >>> round_significant(1.2127322095300677e-11, CLOSED_FORM)
+    1.21273e-11
+    >>> round_significant(-0.000123456789, AMPLIFIED)
+    -0.000123
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+CLOSED_FORM = 6
+AMPLIFIED = 3
+
+
+def round_significant(value: float, digits: int) -> float:
+    """``value`` rounded to ``digits`` significant decimal digits (round half to even, on the decimal).
+
+    Args:
+        value: a finite real number (a Python or numpy scalar, or a 0-d array).
+        digits: how many significant digits to keep, 1 to 15.
+
+    Returns:
+        The nearest float to the decimal with ``digits`` significant digits; 0.0 stays 0.0.
+
+    Raises:
+        ValueError: if ``digits`` is not an integer from 1 to 15 or ``value`` is not finite.
+
+    Example:
+        >>> round_significant(0.80442, 3), round_significant(12345.0, 2), round_significant(0.0, 4)
+        (0.804, 12000.0, 0.0)
+    """
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= digits <= 15:
+        raise ValueError(f"digits must be an integer from 1 to 15, got {digits!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"value must be finite to be stated in the prose, got {number!r}")
+    return float(f"{number:.{int(digits) - 1}e}")
+
+
+def digits_kept(value: float, digits: int = CLOSED_FORM, decimals: int | None = None) -> int:
+    """How many significant digits :func:`glue_number` keeps of ``value``.
+
+    ``digits`` unless ``decimals`` is given; then as many as ``value`` has down to that decimal place, so
+    that the stored number is the one the prose shows (``{glue:text}`name:.4f``` with ``decimals=4``).
+    Rounding once, to what is shown, avoids rounding twice: 4.1132504 kept to six digits is 4.11325,
+    which a ``.4f`` then shows as 4.1132, not 4.1133.
+
+    Example:
+        >>> digits_kept(4.1132504), digits_kept(4.1132504, decimals=4), digits_kept(26.261, decimals=4)
+        (6, 5, 6)
+    """
+    if decimals is None:
+        return digits
+    if isinstance(decimals, bool) or not isinstance(decimals, numbers.Integral):
+        raise ValueError(f"decimals must be an integer, got {decimals!r}")
+    number = float(value)
+    if number == 0.0 or not math.isfinite(number):
+        return 1
+    return max(1, int(decimals) + math.floor(math.log10(abs(number))) + 1)
+
+
+def glue_number(name: str, value: float, digits: int = CLOSED_FORM, *, decimals: int | None = None) -> None:
+    """Glue ``value`` for the prose under ``name``, rounded by :func:`round_significant` (not displayed).
+
+    Args:
+        name: the glue key the prose uses, ``{glue:text}`name:.3f```.
+        value: a finite real number.
+        digits: significant digits to keep: ``CLOSED_FORM`` (the default) or ``AMPLIFIED`` (see the module).
+        decimals: instead of ``digits``, the decimal places the prose shows (see :func:`digits_kept`); for
+            worked examples whose numbers the text shows to a fixed number of decimals.
+
+    Returns:
+        Nothing (a notebook cell that ends with it shows no output); the stored value is
+        ``round_significant(value, digits_kept(value, digits, decimals))``.
+
+    Example:
+        >>> glue_number("ratio", 2 / 3)  # stores 0.666667; outside a notebook glue shows nothing
+    """
+    _glue(name, round_significant(value, digits_kept(value, digits, decimals)))
+
+
+def glue_count(name: str, value) -> None:
+    """Glue a count (an integer, or a float with an integer value) for the prose, exactly.
+
+    Args:
+        name: the glue key the prose uses.
+        value: an integral number: ``7``, ``np.int64(7)`` or ``7.0``.
+
+    Raises:
+        ValueError: if ``value`` is not a whole number.
+
+    Example:
+        >>> glue_count("n", 7.0)  # stores the int 7
+        >>> glue_count("n", 7.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: value of 'n' must be a whole number to be glued as a count, got 7.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
+        raise ValueError(f"value of {name!r} must be a whole number to be glued as a count, got {value!r}")
+    _glue(name, int(value))
+
+
+def _glue(name: str, value) -> None:
+    from myst_nb import glue  # imported here: the package itself does not need myst-nb
+
+    glue(name, value, display=False)

@@ -1,0 +1,71 @@
+"""attnbook.prose: numbers for the prose keep a fixed count of significant digits."""
+
+import math
+
+import numpy as np
+import pytest
+
+from attnbook.prose import AMPLIFIED, CLOSED_FORM, digits_kept, glue_count, glue_number, round_significant
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "expected"),
+    [
+        (390.54602452, 6, 390.546),
+        (390.54602304, 6, 390.546),  # the two machines' values of one ratio now store the same text
+        (1.212732209530065e-11, 6, 1.21273e-11),
+        (1.2127322095300677e-11, 6, 1.21273e-11),
+        (-0.000123456789, 3, -0.000123),
+        (12345.0, 2, 12000.0),
+        (0.0, 6, 0.0),
+        (np.float32(0.1), 3, 0.1),
+    ],
+)
+def test_round_significant_keeps_the_requested_significant_digits(value, digits, expected):
+    assert round_significant(value, digits) == expected
+
+
+def test_rounded_values_print_with_at_most_the_kept_digits():
+    rng = np.random.default_rng(0)
+    for value in rng.standard_normal(200) * 10.0 ** rng.integers(-12, 12, 200):
+        text = repr(round_significant(value, CLOSED_FORM))
+        mantissa = text.lstrip("-").split("e")[0].replace(".", "").lstrip("0").rstrip("0")
+        assert len(mantissa) <= CLOSED_FORM, text
+
+
+def test_precisions_order_closed_form_above_amplified():
+    assert 1 <= AMPLIFIED < CLOSED_FORM <= 15
+
+
+@pytest.mark.parametrize("digits", [0, 16, 2.5, True, "6"])
+def test_round_significant_names_a_bad_digit_count(digits):
+    with pytest.raises(ValueError, match="digits must be an integer from 1 to 15"):
+        round_significant(1.0, digits)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_a_non_finite_number_is_refused_for_the_prose(value):
+    with pytest.raises(ValueError, match="value must be finite"):
+        glue_number("x", value)
+
+
+def test_glue_count_accepts_whole_numbers_of_any_type():
+    for value in (7, np.int64(7), 7.0, np.float32(7.0)):
+        glue_count("n", value)
+
+
+@pytest.mark.parametrize("value", [7.5, True, "7", None])
+def test_glue_count_refuses_what_is_not_a_whole_number(value):
+    with pytest.raises(ValueError, match="must be a whole number"):
+        glue_count("n", value)
+
+
+def test_decimals_store_exactly_what_a_fixed_point_format_shows():
+    for value in (4.1132503787829275, 1.435949999, 26.26097339503468, 0.19557, 60611.49999):
+        kept = round_significant(value, digits_kept(value, decimals=4))
+        assert f"{kept:.4f}" == f"{value:.4f}"
+
+
+def test_decimals_must_be_an_integer():
+    with pytest.raises(ValueError, match="decimals must be an integer"):
+        glue_number("x", 1.0, decimals=2.5)
