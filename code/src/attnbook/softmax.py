@@ -170,6 +170,18 @@ def _workers() -> int:
 
 
 def _pool() -> ThreadPoolExecutor:
+    """The shared thread pool, started on first use (in each process: see ``_forget_pool_after_fork``)."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="attnbook-softmax"))
     return _POOL[0]
+
+
+def _forget_pool_after_fork() -> None:
+    """In a forked child, drop the parent's pool: its worker threads were not copied by ``fork``, so
+    work handed to it would wait forever (``multiprocessing`` and data loaders fork). The child starts
+    its own pool on first use."""
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to survive
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
