@@ -191,7 +191,11 @@ def online_softmax_finish(state) -> np.ndarray:
     [[0. 0.]
      [0. 0.]]
     """
-    state = _checked_state(state)
+    return _finish(_checked_state(state))
+
+
+def _finish(state: OnlineSoftmaxState) -> np.ndarray:
+    """``o / l`` of a checked state, ``(..., d_v)``; zero for rows with no allowed score."""
     o, l = state.output, state.total  # (..., d_v), (..., 1)
     return np.divide(o, l, out=np.zeros_like(o), where=l > 0)  # (..., d_v)
 
