@@ -163,6 +163,28 @@ def test_layer_norm_refuses_nan_in_gamma():
         layer_norm([[1.0, 2.0]], gamma=[float("nan"), 1.0])
 
 
+def test_float16_rows_with_a_spread_above_256_are_normalised_not_zeroed():
+    # the variance of the first row, 666667, overflows float16 (largest 65504)
+    x = np.array([[-1000.0, 0.0, 1000.0], [-300.0, 300.0, 0.0]], dtype=np.float16)
+    out = layer_norm(x)
+    np.testing.assert_allclose(out, layer_norm(x.astype(np.float64)), rtol=1e-3)
+    gamma, beta = np.full(3, 2.0, dtype=np.float16), np.full(3, 0.5, dtype=np.float16)
+    out16 = layer_norm(x, gamma, beta)
+    assert out16.dtype == np.float16  # computed in float32, returned in the type of x, gamma and beta
+    np.testing.assert_allclose(out16, 2 * layer_norm(x.astype(np.float64)) + 0.5, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float32_and_float64_rows_are_normalised_in_their_own_type(dtype):
+    rng = np.random.default_rng(8)
+    x = (300 * rng.standard_normal((4, 9))).astype(dtype)
+    gamma, beta = (p.astype(dtype) for p in random_layer_norm_params(9, seed=9))
+    mean, var = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+    out = layer_norm(x, gamma, beta)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, (x - mean) / np.sqrt(var + EPS) * gamma + beta)
+
+
 # --- feed_forward ----------------------------------------------------------------------------------------
 
 

@@ -82,7 +82,13 @@ class DecoderLayerResult(NamedTuple):
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     """Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
 
+    The mean and variance are computed in the type of ``x``, and at least in float32 (the variance of
+    a float16 row whose values spread more than about 256 overflows float16); the result has the
+    common float type of ``x``, ``gamma`` and ``beta`` (float64 when they are left out).
+
     >>> np.round(layer_norm([[1.0, 2.0, 3.0]]), 4).tolist()
+    [[-1.2247, 0.0, 1.2247]]
+    >>> np.round(layer_norm(np.array([[-1000.0, 0.0, 1000.0]], dtype=np.float16)), 4).tolist()
     [[-1.2247, 0.0, 1.2247]]
     """
     x = as_float_array(x, "x")  # (..., d)
@@ -95,9 +101,11 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
             raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    out_dtype = np.result_type(x, gamma, beta)
+    x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d); float32 and float64 unchanged
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     variance = x.var(axis=-1, keepdims=True)  # (..., 1)
-    return (x - mean) / np.sqrt(variance + eps) * gamma + beta  # (..., d)
+    return ((x - mean) / np.sqrt(variance + eps) * gamma + beta).astype(out_dtype, copy=False)  # (..., d)
 
 
 def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
