@@ -38,7 +38,7 @@ import numpy as np
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .projections import _checked_self_attention_inputs as _checked_inputs
-from .validation import as_float_array, check_positive_int
+from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_multiply_adds", "decode_step",
            "kv_cache_bytes"]
@@ -69,7 +69,7 @@ class KVCache:
         capacity = check_positive_int(capacity, "capacity")
         d_k = check_positive_int(d_k, "d_k")
         d_v = check_positive_int(d_v, "d_v")
-        self.batch_shape = tuple(int(size) for size in batch_shape)
+        self.batch_shape = check_shape(batch_shape, "batch_shape")
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"dtype must be a floating-point type, got {dtype}")
@@ -90,13 +90,18 @@ class KVCache:
         return self._values[..., : self.length, :]  # (..., length, d_v)
 
     def append(self, k_new, v_new) -> None:
-        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token."""
+        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token.
+
+        A number too large for the cache's dtype (above 65504 in a float16 cache) is refused here,
+        instead of being stored as ``inf``.
+        """
         k_new = as_float_array(k_new, "k_new")  # (..., 1, d_k)
         v_new = as_float_array(v_new, "v_new")  # (..., 1, d_v)
         for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
             expected = self.batch_shape + (1, buffer.shape[-1])
             if array.shape != expected:
                 raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+            _check_fits(array, name, buffer.dtype)
         if self.length == self.capacity:
             raise ValueError(
                 f"the cache is full (capacity {self.capacity} tokens); create it with a larger capacity"
@@ -104,6 +109,20 @@ class KVCache:
         self._keys[..., self.length, :] = k_new[..., 0, :]  # (..., d_k)
         self._values[..., self.length, :] = v_new[..., 0, :]  # (..., d_v)
         self.length += 1
+
+
+def _check_fits(array: np.ndarray, name: str, dtype: np.dtype) -> None:
+    """Raise if a (finite) entry of ``array`` would overflow to ``inf`` when stored in ``dtype``."""
+    if np.can_cast(array.dtype, dtype, "safe"):
+        return
+    with np.errstate(over="ignore"):
+        overflows = ~np.isfinite(array.astype(dtype))  # (same shape as array)
+    if np.any(overflows):
+        at = tuple(int(i) for i in np.argwhere(overflows)[0])
+        raise ValueError(
+            f"{name} holds {float(array[at]):.6g} at index {at}, which overflows the cache's {dtype} "
+            f"(largest {float(np.finfo(dtype).max):.6g}); scale it down or create the cache with a wider dtype"
+        )
 
 
 class DecodeResult(NamedTuple):
