@@ -9,6 +9,9 @@ the site builds from the .md and saves its own widget state), and writes the .ip
 so the pair stays linked. It prints how long each notebook took. When a cell fails, it names the
 source, the code cell's number and the line of its ``{code-cell}`` fence, e.g.
 ``chapters/masks.md, code cell 7 (line 123)``, and exits with status 1.
+
+:func:`stale_cells` is the pairing check (tests/test_pairing.py): a pair is stale when a cell's type,
+source or the metadata the .md controls (tags, alt text, points, ...) differs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
+# cell metadata that a run or the Jupyter interface writes, which jupytext keeps out of the .md
+RUN_METADATA = frozenset({"autoscroll", "collapsed", "scrolled", "trusted", "execution", "ExecuteTime"})
 
 
 class NotebookCellFailed(RuntimeError):
@@ -110,6 +115,36 @@ def execute(source: Path) -> float:
     nbformat.validate(notebook)
     jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
     return seconds
+
+
+def cell_key(cell) -> tuple:
+    """What a cell of a pair must agree on: its type, its source, and the metadata the .md controls
+    (everything but RUN_METADATA; tags compared as a set)."""
+    metadata = {key: value for key, value in cell.metadata.items() if key not in RUN_METADATA}
+    if "tags" in metadata:
+        metadata["tags"] = sorted(metadata["tags"])
+    return cell.cell_type, cell.source.strip(), metadata
+
+
+def stale_cells(source: Path) -> list[str]:
+    """Why the executed pair of ``source`` no longer matches it, one line per problem; [] when fresh."""
+    pair = source.with_suffix(".ipynb")
+    if not pair.exists():
+        return [f"{pair.name} is missing: run `make notebooks`"]
+    md_cells, nb_cells = jupytext.read(source).cells, jupytext.read(pair).cells
+    if len(md_cells) != len(nb_cells):
+        return [f"{source.name} and {pair.name} have different cell counts ({len(md_cells)} and "
+                f"{len(nb_cells)}): run `make notebooks`"]
+    problems = []
+    for index, (a, b) in enumerate(zip(md_cells, nb_cells)):
+        (type_a, source_a, meta_a), (type_b, source_b, meta_b) = cell_key(a), cell_key(b)
+        what = [name for name, x, y in (("type", type_a, type_b), ("source", source_a, source_b),
+                                         ("metadata", meta_a, meta_b)) if x != y]
+        if what:
+            detail = f" ({meta_a} in the .md, {meta_b} in the .ipynb)" if what == ["metadata"] else ""
+            problems.append(f"cell {index} of {source.name} differs from {pair.name} in its "
+                            f"{' and '.join(what)}{detail}: run `make notebooks`")
+    return problems
 
 
 def main(argv: list[str]) -> int:
