@@ -209,3 +209,21 @@ def test_decode_step_takes_one_token_and_a_cache():
         decode_step(KVCache(4, 2, 2), np.ones((2, 2)), w, w, w)
     with pytest.raises(TypeError, match="^cache must be a KVCache, got list$"):
         decode_step([], np.ones((1, 2)), w, w, w)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_decoding_refuses_a_projection_that_overflows_naming_x_and_the_matrix(strategy):
+    x = np.full((3, 4), 300.0, dtype=np.float16)
+    small, large = np.full((4, 2), 0.01, dtype=np.float16), np.full((4, 2), 100.0, dtype=np.float16)
+    with pytest.raises(ValueError, match=r"^x @ w_v overflowed in float16") as error:
+        decode(x, small, small, large, strategy=strategy)
+    assert "v_new" not in str(error.value) and "contains" not in str(error.value)
+
+
+def test_a_decoding_step_refuses_a_projection_that_overflows_naming_x_new():
+    cache = KVCache(capacity=2, d_k=2, d_v=2, dtype=np.float16)
+    x_new = np.full((1, 4), 300.0, dtype=np.float16)
+    small, large = np.full((4, 2), 0.01, dtype=np.float16), np.full((4, 2), 100.0, dtype=np.float16)
+    with pytest.raises(ValueError, match=r"^x_new @ w_k overflowed in float16"):
+        decode_step(cache, x_new, small, large, small)
+    assert len(cache) == 0

@@ -38,6 +38,7 @@ import numpy as np
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .projections import _checked_self_attention_inputs as _checked_inputs
+from .projections import _project
 from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_multiply_adds", "decode_step",
@@ -144,10 +145,11 @@ def _attention_macs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
     return math.prod(batch) * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
-def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v) -> tuple[np.ndarray, int]:
-    q = x_new @ w_q  # (..., 1, d_k)
-    k = x_new @ w_k  # (..., 1, d_k)
-    v = x_new @ w_v  # (..., 1, d_v)
+def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new") -> tuple[np.ndarray, int]:
+    """One cached step; ``x_name`` is the caller's argument that ``x_new`` comes from, for errors."""
+    q = _project(x_new, w_q, f"{x_name} @ w_q")  # (..., 1, d_k)
+    k = _project(x_new, w_k, f"{x_name} @ w_k")  # (..., 1, d_k)
+    v = _project(x_new, w_v, f"{x_name} @ w_v")  # (..., 1, d_v)
     cache.append(k, v)
     keys, values = cache.keys, cache.values  # (..., s, d_k), (..., s, d_v)
     out = scaled_dot_product_attention(q, keys, values).output  # (..., 1, d_v)
@@ -198,20 +200,20 @@ def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
     for s in range(1, t + 1):
         x_new = x[..., s - 1 : s, :]  # (..., 1, d_model)
         if strategy == "cache":
-            out, step_macs = _step(cache, x_new, w_q, w_k, w_v)  # (..., 1, d_v)
+            out, step_macs = _step(cache, x_new, w_q, w_k, w_v, x_name="x")  # (..., 1, d_v)
         elif strategy == "recompute_kv":
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = x_new @ w_q  # (..., 1, d_k)
-            k = prefix @ w_k  # (..., s, d_k): recomputed for the whole prefix
-            v = prefix @ w_v  # (..., s, d_v)
+            q = _project(x_new, w_q, "x @ w_q")  # (..., 1, d_k)
+            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k): recomputed for the whole prefix
+            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
             out = scaled_dot_product_attention(q, k, v).output  # (..., 1, d_v)
             step_macs = (_macs(x_new.shape, w_q.shape) + _macs(prefix.shape, w_k.shape)
                          + _macs(prefix.shape, w_v.shape) + _attention_macs(q, k, v))
         else:
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = prefix @ w_q  # (..., s, d_k)
-            k = prefix @ w_k  # (..., s, d_k)
-            v = prefix @ w_v  # (..., s, d_v)
+            q = _project(prefix, w_q, "x @ w_q")  # (..., s, d_k)
+            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k)
+            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
             out = scaled_dot_product_attention(q, k, v, mask=causal_mask(s)).output[..., -1:, :]  # (..., 1, d_v)
             step_macs = sum(_macs(prefix.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, k, v)
         outputs[..., s - 1 : s, :] = out
