@@ -339,3 +339,11 @@ def test_softmax_and_attention_work_in_a_process_forked_after_the_thread_pool_st
     np.testing.assert_array_equal(got_softmax, expected_softmax)
     np.testing.assert_array_equal(got_attention.output, expected_attention.output)
     np.testing.assert_array_equal(got_attention.weights, expected_attention.weights)
+
+
+def test_float16_rows_longer_than_65504_are_normalised_instead_of_zeroed():
+    # each exp is 1, so the float16 sum of a row overflows (largest float16: 65504)
+    weights = softmax(np.zeros((2, 70_000), dtype=np.float16))
+    assert weights.dtype == np.float16
+    assert np.all(weights == weights[0, 0]) and weights[0, 0] > 0
+    np.testing.assert_allclose(weights.astype(np.float64).sum(axis=-1), 1.0, rtol=1e-2)

@@ -160,7 +160,10 @@ def _softmax_rows(scores: np.ndarray, allowed) -> None:
         row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
     scores -= row_max  # every entry <= 0, so exp cannot overflow
     np.exp(scores, out=scores)  # (..., n)
-    totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    with np.errstate(over="ignore"):
+        totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    if not np.all(np.isfinite(totals)):  # a float16 row of more than 65504 entries: sum it in float32
+        totals = scores.sum(axis=-1, keepdims=True, dtype=np.float32)  # (..., 1)
     np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
     scores *= totals  # rows sum to 1, fully masked rows stay 0
 
