@@ -153,9 +153,12 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
                          "they need the same number of positions n_k")
     n_heads = _check_heads(d_model, n_heads)
     w = _checked_weights(weights, d_model)
-    q = split_heads(_project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q), n_heads)  # (..., h, n_q, d_head)
-    k = split_heads(_project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k), n_heads)  # (..., h, n_k, d_head)
-    v = split_heads(_project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v), n_heads)  # (..., h, n_k, d_head)
+    q = _project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
+    k = _project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
+    v = _project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
+    q = split_heads(q, n_heads)  # (..., h, n_q, d_head)
+    k = split_heads(k, n_heads)  # (..., h, n_k, d_head)
+    v = split_heads(v, n_heads)  # (..., h, n_k, d_head)
     if mask is not None:
         mask = as_bool_mask(mask)
         if mask.ndim == 3:

@@ -154,7 +154,9 @@ def _softmax_rows(scores: np.ndarray, allowed) -> None:
     if not np.all(np.isfinite(row_max)):
         # a row whose largest allowed score is -inf has no finite score left: fully masked when no
         # entry is allowed, but an overflow when its allowed scores all overflowed to -inf
-        lost = np.isneginf(row_max) if allowed is None else np.isneginf(row_max) & allowed.any(axis=-1, keepdims=True)
+        lost = np.isneginf(row_max)  # (..., 1)
+        if allowed is not None:
+            lost &= allowed.any(axis=-1, keepdims=True)  # (..., 1)
         if np.any(np.isnan(row_max) | np.isposinf(row_max) | lost):
             raise _scores_overflowed(scores.dtype)
         row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
