@@ -157,7 +157,7 @@ def main(argv: list[str]) -> int:
             print(f"error: {failure}", file=sys.stderr)
             return 1
         total += seconds
-        print(f"executed {source.relative_to(ROOT)} in {seconds:.1f} s")
+        print(f"executed {display_path(source)} in {seconds:.1f} s")
     print(f"{len(sources)} notebook(s) executed in {total:.1f} s")
     return 0
 
