@@ -6,7 +6,12 @@
 For each source it reads the .md with jupytext, executes it with nbclient (per-cell timeout, no
 timing metadata, stable cell ids, stream chunks joined), drops the widget state and views (fresh random model ids on every run would make git noise;
 the site builds from the .md and saves its own widget state), and writes the .ipynb with jupytext
-so the pair stays linked. It prints how long each notebook took.
+so the pair stays linked. It prints how long each notebook took. When a cell fails, it names the
+source, the code cell's number and the line of its ``{code-cell}`` fence, e.g.
+``chapters/masks.md, code cell 7 (line 123)``, and exits with status 1.
+
+:func:`stale_cells` is the pairing check (tests/test_pairing.py): a pair is stale when a cell's type,
+source or the metadata the .md controls (tags, alt text, points, ...) differs.
 """
 
 from __future__ import annotations
@@ -18,11 +23,19 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+from jupytext.myst import myst_to_notebook
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
+# cell metadata that a run or the Jupyter interface writes, which jupytext keeps out of the .md
+RUN_METADATA = frozenset({"autoscroll", "collapsed", "scrolled", "trusted", "execution", "ExecuteTime"})
+
+
+class NotebookCellFailed(RuntimeError):
+    """A cell raised (or timed out, or killed the kernel); the message says where in the .md."""
 
 
 def is_notebook_source(path: Path) -> bool:
@@ -48,12 +61,35 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+def display_path(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (chapters/masks.md), else as given."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def cell_location(source: Path, index: int) -> str:
+    """Where cell ``index`` of the MyST notebook ``source`` is: ``chapters/masks.md, code cell 7 (line 123)``.
+
+    The code cell is counted from 1 among code cells; the line (from 1) is that of its ``{code-cell}``
+    fence, from the source map of jupytext's MyST reader.
+    """
+    notebook = myst_to_notebook(source.read_text(encoding="utf-8"), add_source_map=True)
+    place = display_path(source)
+    if index >= len(notebook.cells) or notebook.cells[index].cell_type != "code":
+        return f"{place}, cell {index + 1}"
+    number = sum(cell.cell_type == "code" for cell in notebook.cells[: index + 1])
+    return f"{place}, code cell {number} (line {notebook.metadata['source_map'][index]})"
+
+
 def execute(source: Path) -> float:
     notebook = jupytext.read(source)
     for index, cell in enumerate(notebook.cells):  # stable ids: jupytext draws random ones
         cell.id = hashlib.sha1(f"{index}:{cell.source}".encode()).hexdigest()[:8]
     notebook.metadata.setdefault("jupytext", {})["formats"] = "md:myst,ipynb"
     start = time.perf_counter()
+    running: list[int] = []  # the index of the cell being executed
     client = NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT_S,
@@ -61,8 +97,13 @@ def execute(source: Path) -> float:
         resources={"metadata": {"path": str(source.parent)}},
         record_timing=False,
         store_widget_state=True,  # needed by Output widgets; the state is stripped below
+        on_cell_execute=lambda cell, cell_index: running.append(cell_index),
     )
-    client.execute()
+    try:
+        client.execute()
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+        where = cell_location(source, running[-1]) if running else display_path(source)
+        raise NotebookCellFailed(f"{where} failed:\n{error}") from error
     seconds = time.perf_counter() - start
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
@@ -76,13 +117,47 @@ def execute(source: Path) -> float:
     return seconds
 
 
+def cell_key(cell) -> tuple:
+    """What a cell of a pair must agree on: its type, its source, and the metadata the .md controls
+    (everything but RUN_METADATA; tags compared as a set)."""
+    metadata = {key: value for key, value in cell.metadata.items() if key not in RUN_METADATA}
+    if "tags" in metadata:
+        metadata["tags"] = sorted(metadata["tags"])
+    return cell.cell_type, cell.source.strip(), metadata
+
+
+def stale_cells(source: Path) -> list[str]:
+    """Why the executed pair of ``source`` no longer matches it, one line per problem; [] when fresh."""
+    pair = source.with_suffix(".ipynb")
+    if not pair.exists():
+        return [f"{pair.name} is missing: run `make notebooks`"]
+    md_cells, nb_cells = jupytext.read(source).cells, jupytext.read(pair).cells
+    if len(md_cells) != len(nb_cells):
+        return [f"{source.name} and {pair.name} have different cell counts ({len(md_cells)} and "
+                f"{len(nb_cells)}): run `make notebooks`"]
+    problems = []
+    for index, (a, b) in enumerate(zip(md_cells, nb_cells)):
+        (type_a, source_a, meta_a), (type_b, source_b, meta_b) = cell_key(a), cell_key(b)
+        what = [name for name, x, y in (("type", type_a, type_b), ("source", source_a, source_b),
+                                         ("metadata", meta_a, meta_b)) if x != y]
+        if what:
+            detail = f" ({meta_a} in the .md, {meta_b} in the .ipynb)" if what == ["metadata"] else ""
+            problems.append(f"cell {index} of {source.name} differs from {pair.name} in its "
+                            f"{' and '.join(what)}{detail}: run `make notebooks`")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     sources = [Path(a).resolve() for a in argv] or notebook_sources()
     total = 0.0
     for source in sources:
-        seconds = execute(source)
+        try:
+            seconds = execute(source)
+        except NotebookCellFailed as failure:
+            print(f"error: {failure}", file=sys.stderr)
+            return 1
         total += seconds
-        print(f"executed {source.relative_to(ROOT)} in {seconds:.1f} s")
+        print(f"executed {display_path(source)} in {seconds:.1f} s")
     print(f"{len(sources)} notebook(s) executed in {total:.1f} s")
     return 0
 

@@ -486,3 +486,22 @@ def test_scores_that_overflow_float32_raise_a_clear_error_instead_of_nan():
     q = np.full((2, 4), 1e20, dtype=np.float32)  # q.k = 4e40 > float32 max 3.4e38
     with pytest.raises(ValueError, match=r"the scores overflowed to inf or NaN in float32"):
         scaled_dot_product_attention(q, q, np.ones((2, 3), dtype=np.float32))
+
+
+def test_scores_that_overflow_to_minus_inf_in_every_allowed_position_raise_even_with_a_mask():
+    # every score of row 0 is -1e60 in float32, i.e. -inf: the weights are unknown, not "masked"
+    q = np.array([[1e30], [1.0]], dtype=np.float32)
+    k = np.array([[-1e30], [-1e30]], dtype=np.float32)
+    v = np.ones((2, 3), dtype=np.float32)
+    for mask in (None, np.ones((2, 2), dtype=bool), np.array([[True, False], [True, True]])):
+        with pytest.raises(ValueError, match=r"the scores overflowed to inf or NaN in float32"):
+            scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+def test_a_row_whose_overflowing_scores_are_all_masked_out_is_a_fully_masked_row():
+    q = np.array([[1e30], [1.0]], dtype=np.float32)
+    k = np.array([[-1e30], [-1e30]], dtype=np.float32)
+    v = np.ones((2, 3), dtype=np.float32)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=np.array([[False, False], [True, True]]))
+    np.testing.assert_array_equal(weights, [[0, 0], [0.5, 0.5]])
+    np.testing.assert_array_equal(out, [[0, 0, 0], [1, 1, 1]])

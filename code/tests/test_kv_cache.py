@@ -149,6 +149,28 @@ def test_cache_arguments_are_checked():
         KVCache(2, 2, 2, dtype=np.int64)
 
 
+def test_cache_refuses_a_batch_shape_that_is_not_a_tuple_of_non_negative_integers():
+    with pytest.raises(TypeError, match=r"^batch_shape\[0\] must be an integer, got 2.5$"):
+        KVCache(2, 2, 2, batch_shape=(2.5,))
+    with pytest.raises(ValueError, match=r"^batch_shape\[1\] must be at least 0, got -1$"):
+        KVCache(2, 2, 2, batch_shape=(2, -1))
+    with pytest.raises(TypeError, match=r"^batch_shape must be a tuple of sizes, got 2$"):
+        KVCache(2, 2, 2, batch_shape=2)
+
+
+@pytest.mark.parametrize("name", ["k_new", "v_new"])
+def test_a_float16_cache_refuses_at_append_time_a_row_that_overflows_float16(name):
+    cache = KVCache(capacity=2, d_k=2, d_v=2, dtype=np.float16)
+    rows = {"k_new": np.ones((1, 2)), "v_new": np.ones((1, 2))}
+    rows[name] = np.array([[1.0, 1e5]])  # float16 holds at most 65504
+    with pytest.raises(ValueError, match=rf"^{name} holds 100000 at index \(0, 1\), which overflows the "
+                                         r"cache's float16 \(largest 65504\)"):
+        cache.append(rows["k_new"], rows["v_new"])
+    assert len(cache) == 0  # nothing was stored
+    cache.append(np.full((1, 2), 65504.0), np.full((1, 2), -65504.0))  # the largest float16 fits
+    assert np.isfinite(cache.keys).all() and np.isfinite(cache.values).all()
+
+
 def test_kv_cache_bytes_counts_a_key_and_a_value_per_token_head_and_layer():
     assert kv_cache_bytes(1, 1, 1, 1, itemsize=4) == 8
     assert kv_cache_bytes(2048, 32, 32, 128, itemsize=2) == 2 * 32 * 32 * 2048 * 128 * 2 == 2**30
@@ -187,3 +209,21 @@ def test_decode_step_takes_one_token_and_a_cache():
         decode_step(KVCache(4, 2, 2), np.ones((2, 2)), w, w, w)
     with pytest.raises(TypeError, match="^cache must be a KVCache, got list$"):
         decode_step([], np.ones((1, 2)), w, w, w)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_decoding_refuses_a_projection_that_overflows_naming_x_and_the_matrix(strategy):
+    x = np.full((3, 4), 300.0, dtype=np.float16)
+    small, large = np.full((4, 2), 0.01, dtype=np.float16), np.full((4, 2), 100.0, dtype=np.float16)
+    with pytest.raises(ValueError, match=r"^x @ w_v overflowed in float16") as error:
+        decode(x, small, small, large, strategy=strategy)
+    assert "v_new" not in str(error.value) and "contains" not in str(error.value)
+
+
+def test_a_decoding_step_refuses_a_projection_that_overflows_naming_x_new():
+    cache = KVCache(capacity=2, d_k=2, d_v=2, dtype=np.float16)
+    x_new = np.full((1, 4), 300.0, dtype=np.float16)
+    small, large = np.full((4, 2), 0.01, dtype=np.float16), np.full((4, 2), 100.0, dtype=np.float16)
+    with pytest.raises(ValueError, match=r"^x_new @ w_k overflowed in float16"):
+        decode_step(cache, x_new, small, large, small)
+    assert len(cache) == 0

@@ -363,3 +363,27 @@ def test_banded_attention_refuses_nan_values():
     x = np.ones((3, 2))
     with pytest.raises(ValueError, match=r"^v contains NaN at index \(1, 0\)"):
         banded_attention(x, x, np.array([[0.0, 0.0], [math.nan, 0.0], [0.0, 0.0]]), window=1)
+
+
+# --- banded attention: scores that overflow raise like the reference ------------------------------
+
+
+@pytest.mark.parametrize("sign", [-1, 1], ids=["to -inf", "to +inf"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_attention_raises_the_reference_error_when_the_scores_of_a_row_overflow(sign, causal):
+    q = np.array([[1e30], [1e30], [1e30]], dtype=np.float32)
+    k = sign * q  # every score is +-1e60: +-inf in float32
+    v = np.ones((3, 2), dtype=np.float32)
+    message = r"^the scores overflowed to inf or NaN in float32"
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v, mask=banded_mask(3, 1, causal=causal))
+    with pytest.raises(ValueError, match=message):
+        banded_attention(q, k, v, window=1, causal=causal)
+
+
+def test_banded_attention_gives_an_overflow_to_minus_inf_beside_finite_scores_weight_zero_like_the_reference():
+    q = np.array([[1e30], [1.0], [1.0]], dtype=np.float32)
+    k = np.array([[1.0], [-1e30], [1.0]], dtype=np.float32)  # row 0: scores 1e30 (itself), -inf (key 1)
+    v = np.arange(6, dtype=np.float32).reshape(3, 2)
+    expected = scaled_dot_product_attention(q, k, v, mask=banded_mask(3, 1)).output
+    np.testing.assert_allclose(banded_attention(q, k, v, window=1).output, expected, rtol=1e-6)

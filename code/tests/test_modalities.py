@@ -190,6 +190,12 @@ def test_patch_errors_name_the_argument():
         patches_to_image(np.zeros((3, 4)), (4, 4), 2)
 
 
+def test_an_image_shape_of_non_integers_is_refused_instead_of_truncated():
+    patches = image_to_patches(np.zeros((4, 4)), 2)
+    with pytest.raises(TypeError, match=r"^image_shape\[0\] must be an integer, got 4.5$"):
+        patches_to_image(patches, (4.5, 4), 2)
+
+
 @given(height=st.integers(1, 5), width=st.integers(1, 5), radius=st.integers(0, 5))
 def test_grid_local_mask_is_a_symmetric_square_window(height, width, radius):
     mask = grid_local_mask(height, width, radius)

@@ -567,3 +567,31 @@ def test_a_mask_with_five_dimensions_is_refused():
 def test_parameter_count_bias_flag_must_be_boolean():
     with pytest.raises(TypeError, match="bias must be True or False, got 1"):
         count_multi_head_parameters(8, 2, bias=1)
+
+
+# --- projections that overflow, and errors that name the weights -------------------------------------
+
+
+def test_a_head_projection_that_overflows_is_refused_naming_the_argument_and_the_weights():
+    w = init_multi_head_weights(4, seed=0)
+    big = MultiHeadWeights(*(np.full_like(a, 100.0, dtype=np.float16) for a in w))
+    x = np.full((2, 4), 300.0, dtype=np.float16)
+    with pytest.raises(ValueError, match=re.escape("query @ weights.w_q + weights.b_q overflowed in float16")):
+        multi_head_attention(x, x, x, big, n_heads=2)
+
+
+def test_an_output_projection_that_overflows_is_refused_instead_of_returning_inf():
+    w = MultiHeadWeights(*(a.astype(np.float32) for a in init_multi_head_weights(4, seed=0)))
+    x = np.ones((2, 4), dtype=np.float32)
+    ones = np.ones((4, 4), dtype=np.float32)
+    big = w._replace(w_q=ones, w_k=ones, w_v=ones * 1e30, w_o=ones * 1e30)  # each head outputs 4e30
+    with pytest.raises(ValueError, match=re.escape("the output projection heads @ weights.w_o + weights.b_o "
+                                                   "overflowed in float32")):
+        multi_head_attention(x, x, x, big, n_heads=2)
+
+
+def test_a_weight_with_nan_is_named_as_a_field_of_weights():
+    w = init_multi_head_weights(4, seed=0)
+    bad = w._replace(b_k=np.array([0.0, np.nan, 0.0, 0.0]))
+    with pytest.raises(ValueError, match=re.escape("weights.b_k contains NaN at index (1,)")):
+        multi_head_attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), bad, n_heads=2)

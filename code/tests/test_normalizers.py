@@ -120,3 +120,9 @@ def test_axis_out_of_range_is_refused():
 def test_non_integer_axis_is_refused():
     with pytest.raises(TypeError, match=r"^axis must be an integer, got '0'$"):
         relu_weights(np.ones((2, 3)), axis="0")
+
+
+def test_float16_weights_whose_sum_overflows_float16_are_still_normalised():
+    weights = relu_weights(np.array([[60000.0, 60000.0, 0.0], [1.0, 3.0, -1.0]], dtype=np.float16), normalize=True)
+    assert weights.dtype == np.float16
+    np.testing.assert_array_equal(weights, [[0.5, 0.5, 0.0], [0.25, 0.75, 0.0]])

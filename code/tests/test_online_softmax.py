@@ -223,5 +223,10 @@ def test_trace_takes_one_row_only():
 def test_init_refuses_an_integer_dtype_and_negative_sizes():
     with pytest.raises(TypeError, match="dtype must be a floating-point type, got int64"):
         online_softmax_init((), 1, np.int64)
-    with pytest.raises(ValueError, match=re.escape("batch_shape must hold non-negative sizes, got (-1,)")):
+    with pytest.raises(ValueError, match=re.escape("batch_shape[0] must be at least 0, got -1")):
         online_softmax_init((-1,))
+
+
+def test_init_refuses_a_batch_shape_of_non_integers_instead_of_truncating_it():
+    with pytest.raises(TypeError, match=re.escape("batch_shape[0] must be an integer, got 2.5")):
+        online_softmax_init((2.5,))

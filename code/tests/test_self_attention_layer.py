@@ -325,3 +325,15 @@ def test_bad_arguments_are_refused_with_a_message_naming_them(replace, error, me
     arguments = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "mask": None, "scale": None} | replace
     with pytest.raises(error, match=message):
         self_attention(**arguments)
+
+
+# --- projections that overflow ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, big", [(np.float16, 300.0), (np.float32, 1e20)])
+def test_a_projection_that_overflows_is_refused_naming_x_and_the_matrix(dtype, big):
+    x = np.full((2, 4), big, dtype=dtype)
+    small, large = np.full((4, 3), 0.01, dtype=dtype), np.full((4, 3), big, dtype=dtype)
+    with pytest.raises(ValueError, match=rf"^x @ w_k overflowed in {np.dtype(dtype).name}") as error:
+        self_attention(x, small, large, small)
+    assert "contains" not in str(error.value)  # not "k contains +inf": k is no argument

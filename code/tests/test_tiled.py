@@ -258,3 +258,51 @@ def test_non_finite_inputs_and_bad_scales_are_refused():
         tiled_attention(np.ones((3, 4)), np.array([[1.0] * 4, [np.nan] + [1.0] * 3]), np.ones((2, 2)))
     with pytest.raises(ValueError, match="scale must be a positive finite number, got -1.0"):
         tiled_attention(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), scale=-1.0)
+
+
+# --- scores and sums that overflow: the same clear error as the reference -------------------------
+
+OVERFLOW = r"the scores overflowed to inf or NaN in float32"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("mask", [None, np.ones((2, 2), dtype=bool)], ids=["no mask", "mask"])
+def test_a_row_whose_scores_all_overflow_to_minus_inf_raises_like_the_reference(mask, causal):
+    q = np.array([[1e30], [1e30]], dtype=np.float32)
+    k = np.array([[-1e30], [-1e30]], dtype=np.float32)  # every score is -1e60: -inf in float32
+    v = np.ones((2, 3), dtype=np.float32)
+    reference_mask = causal_mask(2) if causal else mask
+    with pytest.raises(ValueError, match=OVERFLOW):
+        scaled_dot_product_attention(q, k, v, mask=reference_mask)
+    with pytest.raises(ValueError, match=OVERFLOW):
+        tiled_attention(q, k, v, mask=mask, causal=causal, block_q=1, block_k=1)
+
+
+def test_scores_that_overflow_to_plus_inf_raise_like_the_reference_and_name_no_internal_variable():
+    q = np.array([[1e30], [1.0]], dtype=np.float32)
+    k = np.array([[1e30], [1.0], [2.0]], dtype=np.float32)  # q_0 . k_0 = 1e60: +inf in float32
+    v = np.ones((3, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=OVERFLOW):
+        scaled_dot_product_attention(q, k, v)
+    for block_k in (1, 2, 3):
+        with pytest.raises(ValueError, match=OVERFLOW) as error:
+            tiled_attention(q, k, v, block_k=block_k)
+        assert "state" not in str(error.value)
+
+
+def test_scores_that_overflow_only_where_the_mask_forbids_are_harmless():
+    q = np.array([[1e30], [1.0]], dtype=np.float32)
+    k = np.array([[1e30], [-1e30], [2.0]], dtype=np.float32)
+    v = np.arange(6, dtype=np.float32).reshape(3, 2)
+    mask = np.array([[False, False, True], [True, False, True]])
+    expected = scaled_dot_product_attention(q, k, v, mask=mask).output
+    for block_k in (1, 2, 3):
+        np.testing.assert_allclose(tiled_attention(q, k, v, mask=mask, block_k=block_k), expected, rtol=1e-6)
+
+
+def test_values_so_large_that_their_running_sum_overflows_raise_an_error_naming_v():
+    v = np.full((4, 1), 2e38, dtype=np.float32)  # the unnormalised sum 8e38 overflows float32
+    q, k = np.zeros((1, 2), dtype=np.float32), np.zeros((4, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"\bv\b.*float32") as error:
+        tiled_attention(q, k, v, block_k=4)
+    assert "state" not in str(error.value)

@@ -163,6 +163,28 @@ def test_layer_norm_refuses_nan_in_gamma():
         layer_norm([[1.0, 2.0]], gamma=[float("nan"), 1.0])
 
 
+def test_float16_rows_with_a_spread_above_256_are_normalised_not_zeroed():
+    # the variance of the first row, 666667, overflows float16 (largest 65504)
+    x = np.array([[-1000.0, 0.0, 1000.0], [-300.0, 300.0, 0.0]], dtype=np.float16)
+    out = layer_norm(x)
+    np.testing.assert_allclose(out, layer_norm(x.astype(np.float64)), rtol=1e-3)
+    gamma, beta = np.full(3, 2.0, dtype=np.float16), np.full(3, 0.5, dtype=np.float16)
+    out16 = layer_norm(x, gamma, beta)
+    assert out16.dtype == np.float16  # computed in float32, returned in the type of x, gamma and beta
+    np.testing.assert_allclose(out16, 2 * layer_norm(x.astype(np.float64)) + 0.5, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float32_and_float64_rows_are_normalised_in_their_own_type(dtype):
+    rng = np.random.default_rng(8)
+    x = (300 * rng.standard_normal((4, 9))).astype(dtype)
+    gamma, beta = (p.astype(dtype) for p in random_layer_norm_params(9, seed=9))
+    mean, var = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+    out = layer_norm(x, gamma, beta)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, (x - mean) / np.sqrt(var + EPS) * gamma + beta)
+
+
 # --- feed_forward ----------------------------------------------------------------------------------------
 
 
@@ -350,8 +372,9 @@ def test_encoder_layer_refuses_heads_that_do_not_divide_the_width():
         encoder_layer(np.ones((3, 8)), init_encoder_layer(8, 16), n_heads=3)
 
 
-def test_encoder_layer_refuses_input_of_the_wrong_width():
-    with pytest.raises(ValueError, match=r"^weights\.w_q has shape \(8, 8\) but the inputs have d_model = 6"):
+def test_encoder_layer_refuses_input_of_the_wrong_width_naming_the_weight_by_its_place():
+    with pytest.raises(ValueError, match=r"^weights\.self_attention\.w_q has shape \(8, 8\) but x has "
+                                         r"d_model = 6; expected \(6, 6\)$"):
         encoder_layer(np.ones((3, 6)), init_encoder_layer(8, 16), n_heads=2)
 
 
@@ -479,8 +502,8 @@ def test_decoder_layer_refuses_a_single_target_vector():
         decoder_layer(np.ones(8), np.ones((4, 8)), init_decoder_layer(8, 16), n_heads=2)
 
 
-def test_decoder_layer_refuses_memory_of_another_width():
-    with pytest.raises(ValueError, match=r"^query has shape \(3, 8\) but key has shape \(4, 6\); "
+def test_decoder_layer_refuses_memory_of_another_width_naming_y_and_memory():
+    with pytest.raises(ValueError, match=r"^y has shape \(3, 8\) but memory has shape \(4, 6\); "
                                          r"both need the model width d_model in the last dimension$"):
         decoder_layer(np.ones((3, 8)), np.ones((4, 6)), init_decoder_layer(8, 16), n_heads=2)
 
@@ -511,3 +534,54 @@ def test_encoder_layer_refuses_a_single_vector_naming_x():
 def test_layer_norm_refuses_a_boolean_eps():
     with pytest.raises(ValueError, match="eps must be a positive number, got True"):
         layer_norm(np.ones((2, 4)), eps=True)
+
+
+# --- the weights of a layer are checked at the boundary, named by their place in weights ------------
+
+
+def _encoder_weights_with(path, value):
+    """init_encoder_layer(8, 16) with the array at ``path`` (e.g. "norm_1[0]", "feed_forward.w_1") replaced."""
+    layer = init_encoder_layer(8, 16, seed=0)
+    field, _, rest = path.partition(".")
+    if field.startswith("norm_"):
+        field, index = field[:-3], int(field[-2])
+        pair = list(getattr(layer, field))
+        pair[index] = value
+        return layer._replace(**{field: tuple(pair)})
+    return layer._replace(**{field: getattr(layer, field)._replace(**{rest: value})})
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("norm_1[0]", np.array([np.nan] + [1.0] * 7), r"^weights\.norm_1\[0\] contains NaN at index \(0,\)"),
+    ("norm_2[1]", np.zeros(7), r"^weights\.norm_2\[1\] has shape \(7,\) but x has d_model = 8; expected \(8,\)$"),
+    ("feed_forward.w_1", np.ones((7, 16)),
+     r"^weights\.feed_forward\.w_1 has shape \(7, 16\) but x has d_model = 8; expected \(8, d_ff\)$"),
+    ("feed_forward.b_2", np.ones(16),
+     r"^weights\.feed_forward\.b_2 has shape \(16,\) but x has d_model = 8; expected \(8,\)$"),
+    ("self_attention.b_k", np.full(8, np.nan), r"^weights\.self_attention\.b_k contains NaN at index \(0,\)"),
+])
+def test_encoder_layer_names_a_bad_weight_by_its_place_in_weights(path, value, message):
+    x = np.random.default_rng(0).standard_normal((3, 8))
+    with pytest.raises(ValueError, match=message):
+        encoder_layer(x, _encoder_weights_with(path, value), n_heads=2)
+
+
+def test_a_layer_norm_that_is_not_a_gamma_beta_pair_is_refused_instead_of_completed_with_zeros():
+    layer = init_encoder_layer(8, 16, seed=0)._replace(norm_1=(np.ones(8),))
+    with pytest.raises(TypeError, match=r"^weights\.norm_1 must be a pair \(gamma, beta\), got a tuple of 1$"):
+        encoder_layer(np.ones((3, 8)), layer, n_heads=2)
+
+
+def test_decoder_layer_names_a_bad_cross_attention_weight_by_its_place_in_weights():
+    layer = init_decoder_layer(8, 16, seed=0)
+    layer = layer._replace(cross_attention=layer.cross_attention._replace(w_q=np.ones((8, 7))))
+    with pytest.raises(ValueError, match=r"^weights\.cross_attention\.w_q has shape \(8, 7\) but y has "
+                                         r"d_model = 8; expected \(8, 8\)$"):
+        decoder_layer(np.ones((3, 8)), np.ones((4, 8)), layer, n_heads=2)
+
+
+def test_a_sub_layer_of_the_wrong_kind_is_refused_naming_it():
+    layer = init_encoder_layer(8, 16, seed=0)
+    layer = layer._replace(feed_forward=layer.self_attention)
+    with pytest.raises(TypeError, match=r"^weights\.feed_forward must be FeedForwardWeights, got MultiHeadWeights$"):
+        encoder_layer(np.ones((3, 8)), layer, n_heads=2)

@@ -11,6 +11,7 @@ from attnbook.validation import (
     broadcast_batch_shapes,
     check_axis,
     check_min_ndim,
+    check_shape,
 )
 
 # --- as_float_array -------------------------------------------------------------------------------
@@ -179,3 +180,28 @@ def test_batch_shapes_that_clash_are_all_listed():
         "the leading (batch, head) dimensions do not broadcast: q has (2,), k has (3,), v has ()"
     )):
         broadcast_batch_shapes({"q": (2,), "k": (3,), "v": ()})
+
+
+# --- check_shape ----------------------------------------------------------------------------------
+
+
+def test_a_shape_of_integers_becomes_a_tuple_of_ints():
+    shape = check_shape([2, np.int64(3), 0], "batch_shape")
+    assert shape == (2, 3, 0) and all(type(size) is int for size in shape)
+    assert check_shape((), "batch_shape") == ()
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((2.5,), "batch_shape[0] must be an integer, got 2.5"),
+    ((2, True), "batch_shape[1] must be an integer, got True"),
+    ("ab", "batch_shape must be a tuple of sizes, got 'ab'"),
+    (3, "batch_shape must be a tuple of sizes, got 3"),
+])
+def test_a_shape_that_is_not_a_tuple_of_integers_is_refused_naming_the_entry(shape, message):
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        check_shape(shape, "batch_shape")
+
+
+def test_a_shape_with_a_negative_size_is_refused_naming_the_entry():
+    with pytest.raises(ValueError, match=r"^batch_shape\[1\] must be at least 0, got -1$"):
+        check_shape((2, -1), "batch_shape")

@@ -38,7 +38,8 @@ import numpy as np
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .projections import _checked_self_attention_inputs as _checked_inputs
-from .validation import as_float_array, check_positive_int
+from .projections import _project
+from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_multiply_adds", "decode_step",
            "kv_cache_bytes"]
@@ -69,7 +70,7 @@ class KVCache:
         capacity = check_positive_int(capacity, "capacity")
         d_k = check_positive_int(d_k, "d_k")
         d_v = check_positive_int(d_v, "d_v")
-        self.batch_shape = tuple(int(size) for size in batch_shape)
+        self.batch_shape = check_shape(batch_shape, "batch_shape")
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"dtype must be a floating-point type, got {dtype}")
@@ -90,13 +91,18 @@ class KVCache:
         return self._values[..., : self.length, :]  # (..., length, d_v)
 
     def append(self, k_new, v_new) -> None:
-        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token."""
+        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token.
+
+        A number too large for the cache's dtype (above 65504 in a float16 cache) is refused here,
+        instead of being stored as ``inf``.
+        """
         k_new = as_float_array(k_new, "k_new")  # (..., 1, d_k)
         v_new = as_float_array(v_new, "v_new")  # (..., 1, d_v)
         for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
             expected = self.batch_shape + (1, buffer.shape[-1])
             if array.shape != expected:
                 raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+            _check_fits(array, name, buffer.dtype)
         if self.length == self.capacity:
             raise ValueError(
                 f"the cache is full (capacity {self.capacity} tokens); create it with a larger capacity"
@@ -104,6 +110,20 @@ class KVCache:
         self._keys[..., self.length, :] = k_new[..., 0, :]  # (..., d_k)
         self._values[..., self.length, :] = v_new[..., 0, :]  # (..., d_v)
         self.length += 1
+
+
+def _check_fits(array: np.ndarray, name: str, dtype: np.dtype) -> None:
+    """Raise if a (finite) entry of ``array`` would overflow to ``inf`` when stored in ``dtype``."""
+    if np.can_cast(array.dtype, dtype, "safe"):
+        return
+    with np.errstate(over="ignore"):
+        overflows = ~np.isfinite(array.astype(dtype))  # (same shape as array)
+    if np.any(overflows):
+        at = tuple(int(i) for i in np.argwhere(overflows)[0])
+        raise ValueError(
+            f"{name} holds {float(array[at]):.6g} at index {at}, which overflows the cache's {dtype} "
+            f"(largest {float(np.finfo(dtype).max):.6g}); scale it down or create the cache with a wider dtype"
+        )
 
 
 class DecodeResult(NamedTuple):
@@ -125,10 +145,11 @@ def _attention_macs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
     return math.prod(batch) * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
-def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v) -> tuple[np.ndarray, int]:
-    q = x_new @ w_q  # (..., 1, d_k)
-    k = x_new @ w_k  # (..., 1, d_k)
-    v = x_new @ w_v  # (..., 1, d_v)
+def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new") -> tuple[np.ndarray, int]:
+    """One cached step; ``x_name`` is the caller's argument that ``x_new`` comes from, for errors."""
+    q = _project(x_new, w_q, f"{x_name} @ w_q")  # (..., 1, d_k)
+    k = _project(x_new, w_k, f"{x_name} @ w_k")  # (..., 1, d_k)
+    v = _project(x_new, w_v, f"{x_name} @ w_v")  # (..., 1, d_v)
     cache.append(k, v)
     keys, values = cache.keys, cache.values  # (..., s, d_k), (..., s, d_v)
     out = scaled_dot_product_attention(q, keys, values).output  # (..., 1, d_v)
@@ -179,20 +200,20 @@ def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
     for s in range(1, t + 1):
         x_new = x[..., s - 1 : s, :]  # (..., 1, d_model)
         if strategy == "cache":
-            out, step_macs = _step(cache, x_new, w_q, w_k, w_v)  # (..., 1, d_v)
+            out, step_macs = _step(cache, x_new, w_q, w_k, w_v, x_name="x")  # (..., 1, d_v)
         elif strategy == "recompute_kv":
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = x_new @ w_q  # (..., 1, d_k)
-            k = prefix @ w_k  # (..., s, d_k): recomputed for the whole prefix
-            v = prefix @ w_v  # (..., s, d_v)
+            q = _project(x_new, w_q, "x @ w_q")  # (..., 1, d_k)
+            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k): recomputed for the whole prefix
+            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
             out = scaled_dot_product_attention(q, k, v).output  # (..., 1, d_v)
             step_macs = (_macs(x_new.shape, w_q.shape) + _macs(prefix.shape, w_k.shape)
                          + _macs(prefix.shape, w_v.shape) + _attention_macs(q, k, v))
         else:
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = prefix @ w_q  # (..., s, d_k)
-            k = prefix @ w_k  # (..., s, d_k)
-            v = prefix @ w_v  # (..., s, d_v)
+            q = _project(prefix, w_q, "x @ w_q")  # (..., s, d_k)
+            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k)
+            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
             out = scaled_dot_product_attention(q, k, v, mask=causal_mask(s)).output[..., -1:, :]  # (..., 1, d_v)
             step_macs = sum(_macs(prefix.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, k, v)
         outputs[..., s - 1 : s, :] = out

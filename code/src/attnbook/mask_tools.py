@@ -23,7 +23,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .attention import AttentionResult
-from .softmax import softmax
+from .softmax import _scores_overflowed, softmax
 from .validation import (
     as_bool_mask,
     as_float_array,
@@ -214,12 +214,20 @@ def banded_attention(q, k, v, window: int, causal: bool = False, scale=None) -> 
     k_win = sliding_window_view(np.pad(k, pad), width, axis=-2)  # (..., n, d_k, 2w + 1)
     pad = [(0, 0)] * (v.ndim - 2) + [(window, window), (0, 0)]
     v_win = sliding_window_view(np.pad(v, pad), width, axis=-2)  # (..., n, d_v, 2w + 1)
-    scores = np.einsum("...id,...idw->...iw", q, k_win) * dtype.type(scale)  # (..., n, 2w + 1)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below
+        scores = np.einsum("...id,...idw->...iw", q, k_win) * dtype.type(scale)  # (..., n, 2w + 1)
     offsets = np.arange(-window, window + 1)  # (2w + 1,): j - i for each slot
     key_pos = np.arange(n)[:, None] + offsets[None, :]  # (n, 2w + 1)
     inside = (key_pos >= 0) & (key_pos < n)  # (n, 2w + 1)
     if causal:
         inside = inside & (offsets[None, :] <= 0)  # (n, 2w + 1)
+    if not np.all(np.isfinite(scores)):
+        # as scaled_dot_product_attention: NaN or +inf among a row's scores, or a row whose scores all
+        # overflowed to -inf (every row has at least itself in its band), is an error; an isolated
+        # -inf is a score so low that its weight is 0
+        row_max = np.where(inside, scores, -np.inf).max(axis=-1)  # (..., n)
+        if np.any(np.isnan(row_max) | np.isinf(row_max)):
+            raise _scores_overflowed(dtype)
     band = softmax(scores, axis=-1, mask=inside)  # (..., n, 2w + 1)
     output = np.einsum("...iw,...idw->...id", band, v_win)  # (..., n, d_v)
     return AttentionResult(output, band)

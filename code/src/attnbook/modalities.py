@@ -30,7 +30,7 @@ from .recurrent import rnn_forward
 from .softmax import softmax
 from .gradients import numerical_jacobian  # re-exported: it used to live here
 from .mask_tools import banded_entry_count
-from .validation import as_float_array, check_positive_int
+from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = [
     "attention_pair_count",
@@ -268,7 +268,7 @@ def patches_to_image(patches, image_shape, patch_size: int) -> np.ndarray:
     ValueError: patches has shape (3, 4) but an image of shape (4, 4) cut into 2 x 2 patches gives (4, 4)
     """
     p = check_positive_int(patch_size, "patch_size")
-    shape = tuple(int(s) for s in image_shape)
+    shape = check_shape(image_shape, "image_shape")
     if len(shape) not in (2, 3) or any(s < 1 for s in shape):
         raise ValueError(f"image_shape is {image_shape!r}; expected (height, width) or (height, width, channels)")
     height, width = shape[:2]

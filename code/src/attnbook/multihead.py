@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .attention import AttentionResult, scaled_dot_product_attention
+from .projections import _project
 from .validation import as_bool_mask, as_float_array, check_min_ndim, check_positive_int
 
 __all__ = [
@@ -110,7 +111,7 @@ def _checked_weights(weights, d_model: int) -> MultiHeadWeights:
         )
     checked = []
     for name, value in weights._asdict().items():
-        array = as_float_array(value, name)
+        array = as_float_array(value, f"weights.{name}")
         expected = (d_model, d_model) if name.startswith("w_") else (d_model,)
         if array.shape != expected:
             raise ValueError(f"weights.{name} has shape {array.shape} but the inputs have d_model = "
@@ -152,9 +153,12 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
                          "they need the same number of positions n_k")
     n_heads = _check_heads(d_model, n_heads)
     w = _checked_weights(weights, d_model)
-    q = split_heads(query @ w.w_q + w.b_q, n_heads)  # (..., h, n_q, d_head)
-    k = split_heads(key @ w.w_k + w.b_k, n_heads)  # (..., h, n_k, d_head)
-    v = split_heads(value @ w.w_v + w.b_v, n_heads)  # (..., h, n_k, d_head)
+    q = _project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
+    k = _project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
+    v = _project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
+    q = split_heads(q, n_heads)  # (..., h, n_q, d_head)
+    k = split_heads(k, n_heads)  # (..., h, n_k, d_head)
+    v = split_heads(v, n_heads)  # (..., h, n_k, d_head)
     if mask is not None:
         mask = as_bool_mask(mask)
         if mask.ndim == 3:
@@ -165,7 +169,8 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
                 "per head, (batch, n_heads | 1, n_q | 1, n_k)"
             )
     heads, attention = scaled_dot_product_attention(q, k, v, mask=mask)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
-    output = merge_heads(heads) @ w.w_o + w.b_o  # (..., n_q, d_model)
+    output = _project(merge_heads(heads), w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
+                      w.b_o)  # (..., n_q, d_model)
     return AttentionResult(output, attention)
 
 

@@ -43,6 +43,9 @@ def relu_weights(scores, axis: int = -1, mask=None, normalize: bool = False) -> 
                 "the mask must broadcast to scores"
             ) from None
     if normalize:
-        totals = weights.sum(axis=axis, keepdims=True)  # (..., 1, ...)
+        with np.errstate(over="ignore"):
+            totals = weights.sum(axis=axis, keepdims=True)  # (..., 1, ...)
+        if not np.all(np.isfinite(totals)):  # a float16 sum above 65504 overflowed: sum in float32
+            totals = weights.sum(axis=axis, keepdims=True, dtype=np.float32)  # (..., 1, ...)
         weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
     return weights.astype(s.dtype, copy=False)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import as_bool_mask, as_float_array, check_axis, check_positive_int
+from .validation import as_bool_mask, as_float_array, check_axis, check_positive_int, check_shape
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -62,12 +62,7 @@ def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> Onlin
     >>> s.max.shape, s.total.shape, s.output.shape, s.output.dtype
     ((2, 1), (2, 1), (2, 3), dtype('float32'))
     """
-    try:
-        batch_shape = tuple(int(size) for size in batch_shape)
-    except TypeError:
-        raise TypeError(f"batch_shape must be a tuple of sizes, got {batch_shape!r}") from None
-    if any(size < 0 for size in batch_shape):
-        raise ValueError(f"batch_shape must hold non-negative sizes, got {batch_shape}")
+    batch_shape = check_shape(batch_shape, "batch_shape")
     d_v = check_positive_int(d_v, "d_v", minimum=0)
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
@@ -191,7 +186,11 @@ def online_softmax_finish(state) -> np.ndarray:
     [[0. 0.]
      [0. 0.]]
     """
-    state = _checked_state(state)
+    return _finish(_checked_state(state))
+
+
+def _finish(state: OnlineSoftmaxState) -> np.ndarray:
+    """``o / l`` of a checked state, ``(..., d_v)``; zero for rows with no allowed score."""
     o, l = state.output, state.total  # (..., d_v), (..., 1)
     return np.divide(o, l, out=np.zeros_like(o), where=l > 0)  # (..., d_v)
 

@@ -20,6 +20,22 @@ from .validation import as_float_array, check_min_ndim
 __all__ = ["self_attention"]
 
 
+def _project(x: np.ndarray, w: np.ndarray, what: str, bias=None) -> np.ndarray:
+    """``x @ w`` (plus ``bias``), or an error naming ``what`` (e.g. ``"x @ w_q"``) when it overflows.
+
+    The numbers are those of the plain expression; numpy's overflow warning is silenced because the
+    overflow is reported here, naming the arguments, instead of as a non-finite ``q`` further on.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x @ w if bias is None else x @ w + bias  # (..., n, d_out)
+    if not np.all(np.isfinite(y)):
+        raise ValueError(
+            f"{what} overflowed in {y.dtype} (largest {float(np.finfo(y.dtype).max):.6g}); scale the inputs "
+            "down or compute in a wider float type"
+        )
+    return y
+
+
 def _checked_projection(w, name: str, d_model: int, x_shape: tuple[int, ...]) -> np.ndarray:
     w = as_float_array(w, name)  # (d_model, d_out)
     if w.ndim != 2:
@@ -61,7 +77,7 @@ def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
     ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
     """
     x, w_q, w_k, w_v = _checked_self_attention_inputs(x, w_q, w_k, w_v)
-    q = x @ w_q  # (..., n, d_k)
-    k = x @ w_k  # (..., n, d_k)
-    v = x @ w_v  # (..., n, d_v)
+    q = _project(x, w_q, "x @ w_q")  # (..., n, d_k)
+    k = _project(x, w_k, "x @ w_k")  # (..., n, d_k)
+    v = _project(x, w_v, "x @ w_v")  # (..., n, d_v)
     return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)

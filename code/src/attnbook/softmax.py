@@ -121,9 +121,10 @@ def softmax_rows_in_place(scores: np.ndarray, allowed=None) -> None:
     :func:`softmax` and :func:`attnbook.scaled_dot_product_attention`.
 
     ``allowed`` (boolean, broadcasting to ``scores``) marks the entries that take part; the others get
-    weight 0, and a row with no allowed entry becomes all zeros. Without ``allowed`` every entry must
-    be finite. Each row is shifted by its own maximum before ``exp``, so nothing overflows, and a
-    row's result never depends on the other rows. The work is row-local, so large arrays are split by
+    weight 0, and a row with no allowed entry becomes all zeros. Scores that overflowed are refused:
+    a row whose allowed entries include NaN or ``+inf``, or are all ``-inf``, raises ``ValueError``.
+    Each row is shifted by its own maximum before ``exp``, so nothing overflows, and a row's result
+    never depends on the other rows. The work is row-local, so large arrays are split by
     rows over the machine's cores (numpy releases the GIL inside its loops).
 
     >>> s = np.array([[1000.0, 1000.0], [0.0, np.log(3.0)]])
@@ -151,17 +152,30 @@ def _softmax_rows(scores: np.ndarray, allowed) -> None:
         np.copyto(scores, -np.inf, where=~allowed)  # (..., n)
     row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
     if not np.all(np.isfinite(row_max)):
-        if np.any(np.isnan(row_max) | np.isposinf(row_max)) or (allowed is None and np.any(np.isneginf(row_max))):
-            raise ValueError(
-                f"the scores overflowed to inf or NaN in {scores.dtype}; scale the inputs down or "
-                "compute in float64"
-            )
+        # a row whose largest allowed score is -inf has no finite score left: fully masked when no
+        # entry is allowed, but an overflow when its allowed scores all overflowed to -inf
+        lost = np.isneginf(row_max)  # (..., 1)
+        if allowed is not None:
+            lost &= allowed.any(axis=-1, keepdims=True)  # (..., 1)
+        if np.any(np.isnan(row_max) | np.isposinf(row_max) | lost):
+            raise _scores_overflowed(scores.dtype)
         row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
     scores -= row_max  # every entry <= 0, so exp cannot overflow
     np.exp(scores, out=scores)  # (..., n)
-    totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    with np.errstate(over="ignore"):
+        totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    if not np.all(np.isfinite(totals)):  # a float16 row of more than 65504 entries: sum it in float32
+        totals = scores.sum(axis=-1, keepdims=True, dtype=np.float32)  # (..., 1)
     np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
     scores *= totals  # rows sum to 1, fully masked rows stay 0
+
+
+def _scores_overflowed(dtype) -> ValueError:
+    """The error raised when attention scores overflowed to inf (or became NaN) in ``dtype``: the
+    weights are then unknown, and returning zeros or NaN would be wrong in silence."""
+    return ValueError(
+        f"the scores overflowed to inf or NaN in {np.dtype(dtype)}; scale the inputs down or compute in float64"
+    )
 
 
 def _workers() -> int:
@@ -170,6 +184,18 @@ def _workers() -> int:
 
 
 def _pool() -> ThreadPoolExecutor:
+    """The shared thread pool, started on first use (in each process: see ``_forget_pool_after_fork``)."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="attnbook-softmax"))
     return _POOL[0]
+
+
+def _forget_pool_after_fork() -> None:
+    """In a forked child, drop the parent's pool: its worker threads were not copied by ``fork``, so
+    work handed to it would wait forever (``multiprocessing`` and data loaders fork). The child starts
+    its own pool on first use."""
+    _POOL.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to survive
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)

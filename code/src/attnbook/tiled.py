@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from .attention import _checked_qkv, _checked_scale
-from .online_softmax import _update, online_softmax_finish, online_softmax_init
+from .online_softmax import OnlineSoftmaxState, _finish, _update, online_softmax_init
+from .softmax import _scores_overflowed
 from .validation import as_bool_mask, broadcast_batch_shapes, check_min_ndim, check_positive_int
 
 __all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]
@@ -165,18 +166,46 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
         rows = slice(i0, min(i0 + block_q, n_q))
         q_block = q[..., rows, :] * np.asarray(factor, dtype=dtype)  # (..., block_q, d_k), pre-scaled
         state = online_softmax_init(batch + (rows.stop - rows.start,), d_v, dtype)  # (..., block_q, 1 | d_v)
-        for b, j0 in enumerate(range(0, n_k, block_k)):
-            if plan[a, b] == SKIPPED:
-                continue
-            cols = slice(j0, min(j0 + block_k, n_k))
-            scores = q_block @ np.swapaxes(k[..., cols, :], -1, -2)  # (..., block_q, block_k)
-            allowed = None
-            if plan[a, b] == PARTIAL:
-                allowed = True
-                if mask is not None:
-                    allowed = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
-                if causal:
-                    allowed = allowed & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
-            state = _update(state, scores, v[..., cols, :], allowed)  # scores is overwritten
-        output[..., rows, :] = online_softmax_finish(state)  # (..., block_q, d_v)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below, once per query block
+            for b, j0 in enumerate(range(0, n_k, block_k)):
+                if plan[a, b] == SKIPPED:
+                    continue
+                cols = slice(j0, min(j0 + block_k, n_k))
+                scores = q_block @ np.swapaxes(k[..., cols, :], -1, -2)  # (..., block_q, block_k)
+                allowed = None
+                if plan[a, b] == PARTIAL:
+                    allowed = True
+                    if mask is not None:
+                        allowed = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
+                    if causal:
+                        allowed = allowed & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
+                state = _update(state, scores, v[..., cols, :], allowed)  # scores is overwritten
+        _refuse_overflow(state, v, rows, n_k, offset, causal, mask)
+        output[..., rows, :] = _finish(state)  # (..., block_q, d_v)
     return output
+
+
+def _refuse_overflow(state: OnlineSoftmaxState, v: np.ndarray, rows: slice, n_k: int, offset: int,
+                     causal: bool, mask) -> None:
+    """Raise, as :func:`attnbook.scaled_dot_product_attention` does, when the scores of a block of
+    queries overflowed: a running maximum that is NaN or ``+inf``, or ``-inf`` in a row that may attend
+    to some key (all its scores overflowed to ``-inf``; ``-inf`` in a row with no allowed key just means
+    fully masked). Raise too when the unnormalised weighted sum of ``v`` overflowed."""
+    m = state.max  # (..., block_q, 1)
+    if not np.all(np.isfinite(m)):
+        lost = np.isnan(m) | np.isposinf(m)  # (..., block_q, 1)
+        if np.any(np.isneginf(m)):
+            every = slice(0, n_k)
+            allowed = np.ones((rows.stop - rows.start, n_k), dtype=bool)  # (block_q, n_k)
+            if mask is not None:
+                allowed = allowed & _mask_tile(mask, rows, every)  # (..., block_q, n_k)
+            if causal:
+                allowed = allowed & _causal_tile(rows, every, offset)  # (..., block_q, n_k)
+            lost = lost | (np.isneginf(m) & allowed.any(axis=-1, keepdims=True))  # (..., block_q, 1)
+        if np.any(lost):
+            raise _scores_overflowed(m.dtype)
+    if not np.all(np.isfinite(state.output)):
+        raise ValueError(
+            f"the weighted sum of v overflowed in {v.dtype} before normalisation (v holds values up to "
+            f"{float(np.abs(v).max()):.3g} in absolute value); scale v down or compute in float64"
+        )

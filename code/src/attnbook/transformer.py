@@ -82,7 +82,13 @@ class DecoderLayerResult(NamedTuple):
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     """Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
 
+    The mean and variance are computed in the type of ``x``, and at least in float32 (the variance of
+    a float16 row whose values spread more than about 256 overflows float16); the result has the
+    common float type of ``x``, ``gamma`` and ``beta`` (float64 when they are left out).
+
     >>> np.round(layer_norm([[1.0, 2.0, 3.0]]), 4).tolist()
+    [[-1.2247, 0.0, 1.2247]]
+    >>> np.round(layer_norm(np.array([[-1000.0, 0.0, 1000.0]], dtype=np.float16)), 4).tolist()
     [[-1.2247, 0.0, 1.2247]]
     """
     x = as_float_array(x, "x")  # (..., d)
@@ -95,9 +101,11 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
             raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    out_dtype = np.result_type(x, gamma, beta)
+    x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d); float32 and float64 unchanged
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     variance = x.var(axis=-1, keepdims=True)  # (..., 1)
-    return (x - mean) / np.sqrt(variance + eps) * gamma + beta  # (..., d)
+    return ((x - mean) / np.sqrt(variance + eps) * gamma + beta).astype(out_dtype, copy=False)  # (..., d)
 
 
 def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
@@ -155,6 +163,44 @@ def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWe
     )
 
 
+def _check_layer_weights(weights, d_model: int, x_name: str) -> None:
+    """Check every array of a layer's ``weights`` against the model width ``d_model`` of ``x_name``,
+    naming it by its place in ``weights`` (``weights.norm_1[0]``, ``weights.feed_forward.w_1``), once,
+    before any sub-layer runs: the sub-layers would name it by their own arguments (``gamma``)."""
+    width = f"{x_name} has d_model = {d_model}"
+
+    def check(value, name: str, expected: tuple, why: str = width, layout: str | None = None) -> np.ndarray:
+        array = as_float_array(value, name)
+        if array.shape != expected:
+            raise ValueError(f"{name} has shape {array.shape} but {why}; expected {layout or expected}")
+        return array
+
+    for field, part in weights._asdict().items():
+        path = f"weights.{field}"
+        if field.startswith("norm_"):
+            if not isinstance(part, (tuple, list)) or len(part) != 2:
+                got = f"a {type(part).__name__} of {len(part)}" if isinstance(part, (tuple, list)) else type(part).__name__
+                raise TypeError(f"{path} must be a pair (gamma, beta), got {got}")
+            for index, array in enumerate(part):
+                check(array, f"{path}[{index}]", (d_model,))
+        elif field.endswith("attention"):
+            if not isinstance(part, MultiHeadWeights):
+                raise TypeError(f"{path} must be MultiHeadWeights, got {type(part).__name__}")
+            for name, array in part._asdict().items():
+                check(array, f"{path}.{name}", (d_model, d_model) if name.startswith("w_") else (d_model,))
+        else:  # feed_forward
+            if not isinstance(part, FeedForwardWeights):
+                raise TypeError(f"{path} must be FeedForwardWeights, got {type(part).__name__}")
+            w_1 = as_float_array(part.w_1, f"{path}.w_1")  # (d_model, d_ff)
+            if w_1.ndim != 2 or w_1.shape[0] != d_model:
+                raise ValueError(f"{path}.w_1 has shape {w_1.shape} but {width}; expected ({d_model}, d_ff)")
+            d_ff = w_1.shape[1]
+            from_w_1 = f"{path}.w_1 gives d_ff = {d_ff}"
+            check(part.b_1, f"{path}.b_1", (d_ff,), from_w_1)
+            check(part.w_2, f"{path}.w_2", (d_ff, d_model), f"{width} and {from_w_1}")
+            check(part.b_2, f"{path}.b_2", (d_model,))
+
+
 def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
     """One encoder layer on ``x`` ``(..., n, d_model)``; returns ``(output, self-attention weights)``.
 
@@ -164,6 +210,7 @@ def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
         raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
     x = as_float_array(x, "x")  # (..., n, d_model)
     check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    _check_layer_weights(weights, x.shape[-1], "x")
     attended, attention = multi_head_attention(x, x, x, weights.self_attention, n_heads, mask=mask)
     x = layer_norm(x + attended, *weights.norm_1)  # (..., n, d_model)
     x = layer_norm(x + feed_forward(x, weights.feed_forward), *weights.norm_2)  # (..., n, d_model)
@@ -183,6 +230,10 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     memory = as_float_array(memory, "memory")  # (..., n_s, d_model)
     check_min_ndim(y, "y", 2, "(..., n_t, d_model)")
     check_min_ndim(memory, "memory", 2, "(..., n_s, d_model)")
+    if memory.shape[-1] != y.shape[-1]:
+        raise ValueError(f"y has shape {y.shape} but memory has shape {memory.shape}; "
+                         "both need the model width d_model in the last dimension")
+    _check_layer_weights(weights, y.shape[-1], "y")
     future = causal_mask(y.shape[-2])  # (n_t, n_t)
     attended, self_weights = multi_head_attention(y, y, y, weights.self_attention, n_heads, mask=future)
     y = layer_norm(y + attended, *weights.norm_1)  # (..., n_t, d_model)

@@ -22,6 +22,7 @@ __all__ = [
     "check_axis",
     "broadcast_batch_shapes",
     "check_positive_int",
+    "check_shape",
 ]
 
 _FLOAT_KINDS = "f"
@@ -172,3 +173,24 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return int(value)
+
+
+def check_shape(shape, name: str) -> tuple[int, ...]:
+    """Return ``shape`` as a tuple of ints if it is a sequence of integers >= 0, or raise naming the entry.
+
+    Floats are refused rather than truncated: a batch shape of ``(2.5,)`` is a mistake, not ``(2,)``.
+
+    >>> check_shape([2, 3], "batch_shape")
+    (2, 3)
+    >>> check_shape((2.5,), "batch_shape")
+    Traceback (most recent call last):
+    ...
+    TypeError: batch_shape[0] must be an integer, got 2.5
+    """
+    if isinstance(shape, (str, bytes)):
+        raise TypeError(f"{name} must be a tuple of sizes, got {shape!r}")
+    try:
+        sizes = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{name} must be a tuple of sizes, got {shape!r}") from None
+    return tuple(check_positive_int(size, f"{name}[{i}]", minimum=0) for i, size in enumerate(sizes))
