@@ -247,7 +247,8 @@ def submissions_in(folder: Path) -> tuple[list[dict], list[tuple[str, str]]]:
     """
     found: list[dict] = []
     skipped: list[tuple[str, str]] = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+    for path in sorted((p for p in folder.rglob("*") if p.is_file() or p.is_symlink()),
+                       key=lambda p: p.relative_to(folder).as_posix()):
         relative = path.relative_to(folder).as_posix()
         if any(part == ".ipynb_checkpoints" for part in path.relative_to(folder).parts):
             skipped.append((relative, "a Jupyter checkpoint, not a submission"))

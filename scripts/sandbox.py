@@ -85,15 +85,16 @@ def _environment(home: str) -> dict[str, str]:
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
-def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], dict | None]:
-    """The command line that starts the driver in ``workdir``, and the environment to start it with."""
+def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], list[str], dict | None]:
+    """How to start the driver in ``workdir``: (bwrap options, program, environment).
+
+    The options go to bwrap through a pipe (``--args``), so that the sandbox's PID 1, a copy of bwrap,
+    does not show the host's paths in its ``/proc/1/cmdline``.
+    """
     python = sys.executable
     if not sandboxed:
-        return [python, str(workdir / DRIVER.name)], _environment(str(workdir))
-    bwrap = bwrap_path()
-    if not bwrap:
-        raise SandboxError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
-    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        return [], [python, str(workdir / DRIVER.name)], _environment(str(workdir))
+    args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
@@ -111,13 +112,36 @@ def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], dict 
     args += ["--bind", str(workdir), "/sandbox", "--chdir", "/sandbox", "--clearenv"]
     for name, value in _environment("/sandbox").items():
         args += ["--setenv", name, value]
+    program = [python, DRIVER.name]
     if os.geteuid() == 0:
         uid = str(BASE_UID + slot)
-        args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                 "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
+        program[:0] = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                       "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
     else:
-        args[1:1] = ["--unshare-user", "--cap-drop", "ALL"]
-    return args + [python, DRIVER.name], None
+        args[:0] = ["--unshare-user", "--cap-drop", "ALL"]
+    return args, program, None
+
+
+def spawn(options: list[str], program: list[str], **popen) -> subprocess.Popen:
+    """Start ``program`` under bwrap with ``options`` (or alone when there are none)."""
+    if not options:
+        return subprocess.Popen(program, **popen)
+    bwrap = bwrap_path()
+    if not bwrap:
+        raise SandboxError(f"bubblewrap (bwrap) is not installed; install it ({INSTALL_HINT})")
+    data = b"".join(option.encode() + b"\0" for option in options)
+    read, write = os.pipe()
+    try:
+        if len(data) > 60000:  # a pipe holds 64 KiB: written before bwrap starts, it must fit
+            raise SandboxError("the sandbox options are too long for a pipe")
+        os.write(write, data)
+        os.close(write)
+        write = -1
+        return subprocess.Popen([bwrap, "--args", str(read), "--", *program], pass_fds=(read,), **popen)
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
 
 
 def _limits(cpu_seconds: float, sandboxed: bool):
@@ -152,10 +176,10 @@ class Session:
             uid = BASE_UID + self.slot
             os.chown(self.workdir, uid, uid)
         self.workdir.chmod(0o700)
-        args, env = command(self.workdir, self.slot, self.sandboxed)
-        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, cwd=self.workdir, env=env,
-                                        preexec_fn=_limits(self.cpu_seconds, self.sandboxed))
+        options, program, env = command(self.workdir, self.slot, self.sandboxed)
+        self.process = spawn(options, program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, cwd=self.workdir, env=env,
+                             preexec_fn=_limits(self.cpu_seconds, self.sandboxed))
         self._buffer = b""
 
     def request(self, message: dict, timeout: float) -> dict:
@@ -245,13 +269,19 @@ def probe() -> dict:
         shutil.copy(DRIVER, workdir / DRIVER.name)
         if os.geteuid() == 0:
             os.chown(workdir, BASE_UID, BASE_UID)
-        args, _ = command(workdir, 0, True)
-        args = args[:-1] + ["-c", PROBE % (exercises, package)]
+        options, program, _ = command(workdir, 0, True)
+        program = program[:-1] + ["-c", PROBE % (exercises, package)]
         try:
-            finished = subprocess.run(args, capture_output=True, text=True, timeout=START_TIMEOUT_S,
-                                      preexec_fn=_limits(30, True))
-        except (OSError, subprocess.TimeoutExpired) as error:
+            process = spawn(options, program, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_limits(30, True))
+            stdout, stderr = process.communicate(timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise SandboxError(f"the sandbox probe did not finish in {START_TIMEOUT_S} s") from None
+        except OSError as error:
             raise SandboxError(f"the sandbox did not start ({type(error).__name__}: {error})") from None
+        finished = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if finished.returncode != 0:
         said = " ".join(finished.stderr.split())[-300:]
         raise SandboxError(f"the sandbox did not start (bwrap exit code {finished.returncode}: {said})")
