@@ -98,7 +98,7 @@ def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], list[
             "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
-            "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+            "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     for path in ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime"):
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
