@@ -25,7 +25,8 @@ from pathlib import Path
 
 import sandbox
 import sandbox_driver
-from homework import HomeworkError, _first_line, _number, defined_names, grading_plan, read_submission
+from homework import (HomeworkError, _first_line, _number, defined_names, grading_plan, package_references,
+                      read_submission)
 
 CELL_TIMEOUT_S = 10
 DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
@@ -65,7 +66,32 @@ def submitted_cells(notebook, plan: dict) -> tuple[list, list[str]]:
         missing = [n for n in plan["names"][task] if n not in defined]
         if missing:
             notes.append(f"no cell defines {', '.join(missing)} (deleted or renamed?)")
+    notes += package_uses(cells, plan)
     return cells, list(dict.fromkeys(notes))
+
+
+def package_uses(cells: list, plan: dict) -> list[str]:
+    """Notes on the attnbook functions a submission uses where its task asks for its own code.
+
+    Read from the submitted source, here in the grader (the sandbox cannot hide a use from it); cells
+    identical to the handout's setup and public checks are not counted. The grade does not change:
+    the note tells the student and the instructor, who decides.
+    """
+    stub_names = {name for names in plan["names"].values() for name in names}
+    handout = {source.strip() for source in plan["handout"]}
+    notes = []
+    for task, forbidden in plan["reimplements"].items():
+        cells_using: dict[str, list[int]] = {}
+        for index, cell in enumerate(cells):
+            if cell.cell_type != "code" or cell.source.strip() in handout:
+                continue
+            for name in package_references(cell.source, set(forbidden), stub_names):
+                cells_using.setdefault(name, []).append(index)
+        for name, indices in sorted(cells_using.items()):
+            where = ", ".join(str(i) for i in indices)
+            notes.append(f"task {task} asks you to write {name} yourself, and your code uses attnbook's "
+                         f"{name} (cell {where}); the grade does not change, your instructor may look at it")
+    return notes
 
 
 class Runner:

@@ -94,6 +94,53 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
+def package_functions(root: Path = ROOT) -> set[str]:
+    """Names of the functions the attnbook package defines at the top level of its modules."""
+    names: set[str] = set()
+    for module in (root / "code" / "src" / "attnbook").glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        names |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return names
+
+
+def package_references(source: str, forbidden: set[str], stub_names: set[str]) -> set[str]:
+    """Which ``forbidden`` package functions the code of a cell uses in its own code.
+
+    Counted: inside a function (or lambda), a global name, an attribute (``attnbook.softmax``) or a
+    string constant (``getattr(attnbook, "softmax")``) equal to a forbidden name; at top level, an
+    assignment to a name a stub defines (``my_softmax = softmax``) from such a name. Imports alone are
+    not counted (the public checks import the reference to compare with), nor is obfuscated access.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+
+    def scan(node, local: set[str]) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and inner.id not in local:
+                found.add(inner.id)
+            elif isinstance(inner, ast.Attribute):
+                found.add(inner.attr)
+            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                found.add(inner.value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = node.args
+            local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                     *filter(None, [arguments.vararg, arguments.kwarg])]}
+            local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            scan(node, local)
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in stub_names for t in targets) and node.value is not None:
+                scan(node.value, set())
+    return found & forbidden
+
+
 def problems(notebook, name: str) -> list[str]:
     """Every way the instructor notebook breaks the conventions (empty when it is well formed)."""
     found: list[str] = []
@@ -124,6 +171,20 @@ def problems(notebook, name: str) -> list[str]:
             elif not defined_names(cell.source) or defined_names(cell.source) - defined_names(following.source):
                 found.append(f"{where}: the stub defines {sorted(defined_names(cell.source))}; its solution must "
                              f"define them all, and defines {sorted(defined_names(following.source))}")
+        if cell_role == "stub" and "reimplements" in cell.metadata:
+            reimplements = cell.metadata["reimplements"]
+            if not (isinstance(reimplements, list) and reimplements and all(isinstance(n, str) for n in reimplements)):
+                found.append(f"{where}: reimplements must be a list of attnbook function names, got {reimplements!r}")
+            else:
+                unknown = sorted(set(reimplements) - package_functions())
+                if unknown:
+                    found.append(f"{where}: reimplements names {', '.join(unknown)}, not functions of attnbook")
+                following = cells[index + 1] if index + 1 < len(cells) else None
+                used = following is not None and package_references(
+                    following.source, set(reimplements), defined_names(cell.source))
+                if used:
+                    found.append(f"{where}: the solution uses {', '.join(sorted(used))}, which its task "
+                                 "asks students to write themselves")
         if cell_role == "solution" and (index == 0 or role(cells[index - 1]) != "stub"):
             found.append(f"{where} is a solution without a stub right before it")
         if cell_role == "hidden-test":
@@ -216,6 +277,7 @@ def grading_plan(homework: str | Path) -> dict:
     tasks: list[str] = []
     names: dict[str, list[str]] = {}
     functions: set[str] = set()
+    reimplements: dict[str, list[str]] = {}
     hidden = []
     for cell in notebook.cells:
         task = cell.metadata.get("task")
@@ -223,11 +285,14 @@ def grading_plan(homework: str | Path) -> dict:
             tasks.append(task)
             names[task] = sorted(defined_names(cell.source))
             functions |= function_names(cell.source)
+            if cell.metadata.get("reimplements"):
+                reimplements[task] = list(cell.metadata["reimplements"])
         elif role(cell) == "hidden-test":
             hidden.append({"grade_id": cell.metadata["grade_id"], "points": cell.metadata["points"],
                            "task": task, "source": cell.source})
+    handout = [cell.source for cell in notebook.cells if role(cell) in ("setup", "public-check")]
     return {"homework": path.stem, "tasks": tasks, "names": names, "functions": sorted(functions),
-            "hidden": hidden}
+            "reimplements": reimplements, "handout": handout, "hidden": hidden}
 
 
 def read_submission(path: Path):

@@ -50,6 +50,15 @@ SELF_CONTAINED_ATTENTION = '''def my_attention(q, k, v):
 '''
 
 
+PACKAGE_SOFTMAX = '''from attnbook import softmax
+
+
+def my_softmax(x):
+    """The package's softmax under another name: passes, and the feedback says so."""
+    return softmax(x)
+'''
+
+
 def solutions() -> dict[str, str]:
     """task -> the instructor's solution source."""
     _, source = homework.load(HOMEWORK)
@@ -267,6 +276,8 @@ def main() -> int:
     deleted.cells = [c for c in deleted.cells if c.metadata.get("task") != "attention"
                      or homework.role(c) == "instructions"]
     notebooks["deleted_cells"] = deleted
+
+    notebooks["uses_package"] = filled(dict(good, softmax=PACKAGE_SOFTMAX))
 
     renamed = dict(good)
     renamed["softmax"] = good["softmax"].replace("def my_softmax", "def stable_softmax")

@@ -50,6 +50,9 @@ EXPECTED = {
     "renamed_function": ([0, 0, 1, 1, 2, 1, 1, 1], [
         "2 of 8 hidden tests failed (softmax-values, softmax-stable)",
         "no cell defines my_softmax (deleted or renamed?)"]),
+    "uses_package": ([2, 1, 1, 1, 2, 1, 1, 1], [
+        "all 8 hidden tests passed", "task softmax asks you to write softmax yourself, and your code uses "
+        "attnbook's softmax (cell 4); the grade does not change, your instructor may look at it"]),
     "invalid_json": ([0] * 8, ["not a valid notebook: the file is not valid JSON"]),
     "wrong_nbformat": ([0] * 8, ["not a valid notebook: NBFormatError: Unsupported nbformat version 5"]),
 }
@@ -153,6 +156,33 @@ def test_a_deleted_task_is_noted(plan):
     notebook.cells = [c for c in notebook.cells if c.metadata.get("task") != "attention"]
     _, notes = grading.submitted_cells(notebook, plan)
     assert notes == ["no cell defines my_attention (deleted or renamed?)"]
+
+
+@pytest.mark.parametrize(("source", "used"), [
+    ("def my_softmax(x):\n    return softmax(x)\n", {"softmax"}),
+    ("import attnbook\ndef my_softmax(x):\n    return attnbook.softmax(x)\n", {"softmax"}),
+    ("def my_softmax(x):\n    return getattr(attnbook, 'softmax')(x)\n", {"softmax"}),
+    ("my_softmax = softmax\n", {"softmax"}),
+    ("my_softmax = lambda x: softmax(x)\n", {"softmax"}),
+    ("def my_softmax(x):\n    softmax = np.exp(x)\n    return softmax / softmax.sum()\n", set()),  # a local
+    ("from attnbook import softmax\nweights = softmax(x)\n", set()),  # a comparison, as public checks do
+    ("def my_attention(q, k, v):\n    return my_softmax(q @ k.T) @ v\n", set()),
+])
+def test_uses_of_the_package_function_a_task_reimplements_are_found(source, used):
+    assert homework.package_references(source, {"softmax"}, {"my_softmax", "my_attention"}) == used
+
+
+def test_a_source_whose_solution_uses_what_it_reimplements_is_refused(tmp_path):
+    text = (homework.EXERCISES / f"{HOMEWORK}.md").read_text(encoding="utf-8")
+    broken = text.replace("    x = np.asarray(x, dtype=float)  # (..., n)\n", "    return softmax(x)\n", 1)
+    broken = broken.replace(":reimplements: [softmax]", ":reimplements: [softmax, no_such_function]", 1)
+    assert broken.count("no_such_function") == 1
+    path = tmp_path / "hw_broken.md"
+    path.write_text(broken, encoding="utf-8")
+    with pytest.raises(homework.HomeworkError) as error:
+        homework.load(path)
+    assert "reimplements names no_such_function, not functions of attnbook" in str(error.value)
+    assert "the solution uses softmax, which its task asks students to write themselves" in str(error.value)
 
 
 def test_the_plan_knows_which_names_are_functions(plan):
