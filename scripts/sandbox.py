@@ -9,7 +9,8 @@ Each submission gets its own ``bwrap`` process tree:
 - a file system made of read-only binds: the system (``/usr``), the Python installation, the virtual
   environment and the ``attnbook`` package source. Nothing else of the host: not the repository (the
   homework sources with their hidden tests), not the other submissions, not the output folder.
-  Writable: a private work folder (``/sandbox``, holding only the driver) and a small ``/tmp``;
+  Writable: a private work folder (``/sandbox``, holding only the driver) and ``/tmp``, both small
+  tmpfs that vanish with the sandbox;
 - an empty environment (``--clearenv``) but for a few variables this module sets;
 - when the grader runs as root, an unprivileged user of its own (one uid per worker slot, no
   capabilities, ``no_new_privs``), so the process-count limit counts only that sandbox's processes;
@@ -85,8 +86,11 @@ def _environment(home: str) -> dict[str, str]:
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
-def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], list[str], dict | None]:
-    """How to start the driver in ``workdir``: (bwrap options, program, environment).
+def command(workdir: Path | None, slot: int, sandboxed: bool) -> tuple[list[str], list[str], dict | None]:
+    """How to start the driver: (bwrap options, program, environment).
+
+    In the sandbox the driver's work folder is ``/sandbox``, a size-limited tmpfs of its own holding a
+    read-only copy of the driver; without the sandbox it is ``workdir``, a folder of the host.
 
     The options go to bwrap through a pipe (``--args``), so that the sandbox's PID 1, a copy of bwrap,
     does not show the host's paths in its ``/proc/1/cmdline``.
@@ -109,7 +113,8 @@ def command(workdir: Path, slot: int, sandboxed: bool) -> tuple[list[str], list[
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(str(parent))
         args += ["--ro-bind", str(tree), str(tree)]
-    args += ["--bind", str(workdir), "/sandbox", "--chdir", "/sandbox", "--clearenv"]
+    args += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/sandbox",
+             "--ro-bind", str(DRIVER), f"/sandbox/{DRIVER.name}", "--chdir", "/sandbox", "--clearenv"]
     for name, value in _environment("/sandbox").items():
         args += ["--setenv", name, value]
     program = [python, DRIVER.name]
@@ -170,15 +175,12 @@ class Session:
 
     def start(self) -> None:
         self.stop()
-        self.workdir = Path(tempfile.mkdtemp(prefix="sandbox-"))
-        shutil.copy(DRIVER, self.workdir / DRIVER.name)
-        if self.sandboxed and os.geteuid() == 0:
-            uid = BASE_UID + self.slot
-            os.chown(self.workdir, uid, uid)
-        self.workdir.chmod(0o700)
+        if not self.sandboxed:
+            self.workdir = Path(tempfile.mkdtemp(prefix="unsafe-grading-"))
+            shutil.copy(DRIVER, self.workdir / DRIVER.name)
         options, program, env = command(self.workdir, self.slot, self.sandboxed)
         self.process = spawn(options, program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, cwd=self.workdir, env=env,
+                             stderr=subprocess.DEVNULL, cwd=self.workdir or "/", env=env,
                              preexec_fn=_limits(self.cpu_seconds, self.sandboxed))
         self._buffer = b""
 
@@ -264,24 +266,19 @@ def probe() -> dict:
         raise SandboxError(f"bubblewrap (bwrap) is not installed; install it ({INSTALL_HINT})")
     package = str(Path(attnbook.__file__).resolve().parent)
     exercises = str(HERE.parent / "exercises")
-    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as folder:
-        workdir = Path(folder)
-        shutil.copy(DRIVER, workdir / DRIVER.name)
-        if os.geteuid() == 0:
-            os.chown(workdir, BASE_UID, BASE_UID)
-        options, program, _ = command(workdir, 0, True)
-        program = program[:-1] + ["-c", PROBE % (exercises, package)]
-        try:
-            process = spawn(options, program, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_limits(30, True))
-            stdout, stderr = process.communicate(timeout=START_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise SandboxError(f"the sandbox probe did not finish in {START_TIMEOUT_S} s") from None
-        except OSError as error:
-            raise SandboxError(f"the sandbox did not start ({type(error).__name__}: {error})") from None
-        finished = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    options, program, _ = command(None, 0, True)
+    program = program[:-1] + ["-c", PROBE % (exercises, package)]
+    try:
+        process = spawn(options, program, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        preexec_fn=_limits(30, True))
+        stdout, stderr = process.communicate(timeout=START_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # bwrap and, with it, the sandbox
+        process.communicate()
+        raise SandboxError(f"the sandbox probe did not finish in {START_TIMEOUT_S} s") from None
+    except OSError as error:
+        raise SandboxError(f"the sandbox did not start ({type(error).__name__}: {error})") from None
+    finished = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     if finished.returncode != 0:
         said = " ".join(finished.stderr.split())[-300:]
         raise SandboxError(f"the sandbox did not start (bwrap exit code {finished.returncode}: {said})")
