@@ -142,7 +142,9 @@ class Runner:
             elif status.get("ename") == "KeyboardInterrupt":
                 self.notes.append(f"cell {index}: the cell ran longer than {self.timeout:g} s and was interrupted")
             else:
-                self.notes.append(f"cell {index} raised {_first_line(status.get('ename', '?'), 100)}")
+                ename = status.get("ename")
+                named = ename if isinstance(ename, str) and sandbox_driver.NAME.fullmatch(ename) else "an exception"
+                self.notes.append(f"cell {index} raised {named}")
 
     def defined(self, names: list[str]) -> dict[str, bool]:
         answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)

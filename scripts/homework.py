@@ -453,10 +453,10 @@ def main(argv: list[str] | None = None) -> int:
                                             args.deadline, sandboxed=not args.unsafe_no_sandbox)
             seconds = time.perf_counter() - start
             for result in sorted(results, key=lambda r: r["student"]):
-                print(f"{result['student']}: {_number(result['total'])} / {_number(result['max_total'])}  "
-                      f"{result['reason']}")
+                print(_printable(f"{result['student']}: {_number(result['total'])} / "
+                                 f"{_number(result['max_total'])}  {result['reason']}"))
             for relative, reason in skipped:
-                print(f"skipped {relative}: {reason}")
+                print(_printable(f"skipped {relative}: {reason}"))
             print(f"graded {len(results)} submission(s) in {seconds:.1f} s: {_relative(args.out / 'grades.csv')}, "
                   f"feedback in {_relative(args.out / 'feedback')}"
                   + (f", {len(skipped)} file(s) skipped (skipped.csv)" if skipped else ""))
@@ -467,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"homework: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _printable(text: str) -> str:
+    """A line for the terminal: control characters of file names and messages (escape codes) as ``?``."""
+    return "".join("?" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
 
 
 def _relative(path: Path) -> str:

@@ -261,3 +261,22 @@ def test_feedback_file_names_are_distinct_and_safe():
     names = grading.feedback_names(["dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann", "ann", "../x"])
     assert len(set(n.lower() for n in names.values())) == 6
     assert all("/" not in name and not name.startswith(".") for name in names.values())
+
+
+def test_names_and_exceptions_with_control_characters_are_not_printed_raw(tmp_path, capsys):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "evil\x1b[2J.ipynb").write_text("{}", encoding="utf-8")  # an escape code clears the screen
+    assert homework.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and printed.startswith("evil?[2J: 0 / 10  not a valid notebook")
+
+
+def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():
+    cells = [homework.nbformat.v4.new_code_cell("raise type('Bad\\nName', (Exception,), {})()")]
+    runner = grading.Runner(cells, timeout=5, deadline=60, slot=5, sandboxed=True)
+    try:
+        runner.run_cells()
+    finally:
+        runner.session.stop()
+    assert runner.notes == ["cell 0 raised an exception"]
