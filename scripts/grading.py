@@ -130,7 +130,7 @@ class Runner:
             try:
                 status = self._run(index)
             except sandbox.SandboxDied as died:
-                if died.reason == "timeout":
+                if died.timed_out:
                     self.notes.append(f"cell {index}: the cell ran longer than {self.timeout:g} s and was "
                                       "interrupted; the kernel ignored the interrupt and was restarted")
                 else:
@@ -147,14 +147,19 @@ class Runner:
                 self.notes.append(f"cell {index} raised {named}")
 
     def defined(self, names: list[str]) -> dict[str, bool]:
-        answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)
+        try:
+            answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)
+        except sandbox.SandboxDied:  # once more, in a fresh sandbox
+            self.restart()
+            answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)
         found = answer.get("defined")
         if not isinstance(found, dict):
             raise sandbox.SandboxDied("the kernel sent an answer the grader cannot read")
         return {name: found[name] is True for name in names if name in found}
 
     def value(self, name: str):
-        answer = self.session.request({"op": "get", "name": name}, self.timeout + sandbox.GRACE_S)
+        answer = self.session.request({"op": "get", "name": name, "timeout": self.timeout},
+                                      self.timeout + sandbox.GRACE_S)
         return sandbox_driver.decode(answer.get("value"))
 
     def remote(self, name: str):
@@ -168,7 +173,7 @@ class Runner:
                 answer = self.session.request(request, self.timeout + sandbox.GRACE_S)
             except sandbox.SandboxDied as died:
                 self.restart()
-                if died.reason == "timeout":
+                if died.timed_out:
                     raise TimeoutError(f"{name} ran longer than {self.timeout:g} s") from None
                 raise RuntimeError(f"{name}: {died.reason}") from None
             if set(answer) == {"raised"}:
@@ -196,6 +201,9 @@ class Runner:
                     space[name] = self.value(name)
                 except sandbox_driver.WireError:
                     space[name] = sandbox_driver.Unreadable("value")
+                except sandbox.SandboxDied as died:  # too large to send in time, say: the value is lost
+                    space[name] = sandbox_driver.Unreadable(f"value ({died.reason})")
+                    self.restart()
         return space
 
 

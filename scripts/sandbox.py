@@ -57,11 +57,12 @@ class SandboxError(Exception):
 
 
 class SandboxDied(Exception):
-    """The process in the sandbox exited or stopped answering; ``reason`` says which."""
+    """The process in the sandbox exited or stopped answering; ``reason`` says which, in words."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, timed_out: bool = False):
         super().__init__(reason)
         self.reason = reason
+        self.timed_out = timed_out
 
 
 def bwrap_path() -> str | None:
@@ -213,7 +214,7 @@ class Session:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stop()
-                raise SandboxDied("timeout")
+                raise SandboxDied("the kernel did not answer in time", timed_out=True)
             ready, _, _ = select.select([descriptor], [], [], left)
             if not ready:
                 continue

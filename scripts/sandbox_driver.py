@@ -8,7 +8,7 @@ input and writes one JSON answer per line on its standard output:
   answers ``{"ok": bool, "ename": ..., "evalue": ...}``.
 - ``{"op": "names", "names": [...]}``: which of these names the submission defines, and whether each
   is callable; answers ``{"defined": {name: callable}}``.
-- ``{"op": "get", "name": ...}``: the value of a name, encoded; answers ``{"value": ...}``.
+- ``{"op": "get", "name": ..., "timeout": s}``: the value of a name, encoded; answers ``{"value": ...}``.
 - ``{"op": "call", "name": ..., "args": [...], "kwargs": {...}, "timeout": s}``: call a function of the
   submission on inputs the grader chose; answers ``{"value": ...}`` or ``{"raised": {"type", "message"}}``.
 
@@ -274,7 +274,12 @@ def serve() -> None:
             names = shell.user_ns
             answer({"defined": {name: callable(names[name]) for name in request["names"] if name in names}})
         elif op == "get":
-            answer({"value": encode(shell.user_ns.get(request["name"]))})
+            try:
+                with _Timer(request["timeout"]):
+                    value = encode(shell.user_ns.get(request["name"]))
+            except BaseException as error:  # noqa: BLE001 - too large, too deep, too slow: unreadable
+                value = {"t": "unreadable", "type": f"value that could not be sent ({type(error).__name__})"}
+            answer({"value": value})
         elif op == "call":
             try:
                 function = shell.user_ns[request["name"]]

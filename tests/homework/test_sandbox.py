@@ -70,7 +70,7 @@ def run(session, source: str, timeout: float = 20) -> dict:
 
 
 def get(session, name: str):
-    return sandbox_driver.decode(session.request({"op": "get", "name": name}, 10)["value"])
+    return sandbox_driver.decode(session.request({"op": "get", "name": name, "timeout": 5}, 10)["value"])
 
 
 def test_the_start_up_probe_passes_here():
@@ -280,3 +280,19 @@ def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():
     finally:
         runner.session.stop()
     assert runner.notes == ["cell 0 raised an exception"]
+
+
+def test_a_value_that_cannot_be_sent_in_time_is_unreadable_and_the_rest_is_still_graded():
+    plan = homework.grading_plan(HOMEWORK)
+    cells = [homework.nbformat.v4.new_code_cell(source) for source in (
+        "answer_a12 = [1] * 10 ** 8  # a value that takes longer than the timeout to send",
+        "answer_a21 = 0.2\ndef my_softmax(x):\n    return x\n")]
+    runner = grading.Runner(cells, timeout=1, deadline=60, slot=6, sandboxed=True)
+    try:
+        runner.run_cells()
+        space = runner.namespace(plan)
+        assert isinstance(space["answer_a12"], sandbox_driver.Unreadable)
+        assert space["answer_a12"].type_name.startswith("value that could not be sent (")
+        assert space["answer_a21"] == 0.2 and space["my_softmax"](np.ones(2)).tolist() == [1.0, 1.0]
+    finally:
+        runner.session.stop()
