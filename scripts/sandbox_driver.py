@@ -32,6 +32,8 @@ import re
 import signal
 import sys
 
+import numpy as np  # imported once: an interrupt that lands in an import statement can break later imports
+
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one answer; an array larger than this is refused
 MAX_DEPTH = 32
 MAX_TEXT = 500  # characters of an exception message that travel back
@@ -55,8 +57,6 @@ class Unreadable:
 
 def encode(value, depth: int = 0):
     """A JSON-ready form of ``value``; types the format does not carry become ``unreadable``."""
-    import numpy as np
-
     if depth > MAX_DEPTH:
         return {"t": "unreadable", "type": "deeply nested value"}
     if value is None:
@@ -87,16 +87,12 @@ def encode(value, depth: int = 0):
 
 
 def _array_fields(array) -> dict:
-    import numpy as np
-
     array = np.array(array, order="C", copy=True)  # keeps a 0-d array 0-d, unlike ascontiguousarray
     return {"dtype": array.dtype.str, "shape": list(array.shape), "data": base64.b64encode(array.tobytes()).decode()}
 
 
 def decode(data, depth: int = 0):
     """The value an :func:`encode` form stands for, checked strictly; a WireError for anything else."""
-    import numpy as np
-
     if depth > MAX_DEPTH:
         raise WireError("nested too deeply")
     if not isinstance(data, dict) or not isinstance(data.get("t"), str):

@@ -6,6 +6,7 @@ back what it observed; test_hostile.py grades whole hostile submissions.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -296,3 +297,24 @@ def test_a_value_that_cannot_be_sent_in_time_is_unreadable_and_the_rest_is_still
         assert space["answer_a21"] == 0.2 and space["my_softmax"](np.ones(2)).tolist() == [1.0, 1.0]
     finally:
         runner.session.stop()
+
+
+def test_nothing_of_the_hidden_tests_is_sent_into_the_sandbox(monkeypatch):
+    """Every request the grader sends, recorded: the submission's cells and inputs, no hidden-test code."""
+    sent: list[dict] = []
+    request = sandbox.Session.request
+
+    def recording(self, message, timeout):
+        sent.append(message)
+        return request(self, message, timeout)
+
+    monkeypatch.setattr(sandbox.Session, "request", recording)
+    plan = homework.grading_plan(HOMEWORK)
+    result = grading.grade_submission(plan, SAMPLES / "correct.ipynb", timeout=5)
+    assert result["total"] == 10 and len(sent) > 10
+    texts = [json.dumps(message, ensure_ascii=False) for message in sent]
+    hidden_lines = {line.strip() for test in plan["hidden"] for line in test["source"].splitlines()
+                    if len(line.strip()) > 12 and not line.strip().startswith(("import ", "from "))}
+    assert len(hidden_lines) > 10
+    assert not [line for line in hidden_lines if any(json.dumps(line)[1:-1] in text for text in texts)]
+    assert {message["op"] for message in sent} == {"run", "names", "get", "call"}
