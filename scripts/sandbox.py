@@ -184,6 +184,15 @@ class Session:
                              stderr=subprocess.DEVNULL, cwd=self.workdir or "/", env=env,
                              preexec_fn=_limits(self.cpu_seconds, self.sandboxed))
         self._buffer = b""
+        try:
+            ready = json.loads(self._read_line(START_TIMEOUT_S))
+        except SandboxDied as died:
+            raise SandboxDied(f"the kernel did not start ({died.reason})") from None
+        except ValueError:
+            ready = None
+        if ready != {"ready": True}:
+            self.stop()
+            raise SandboxDied("the kernel did not start (it did not say it was ready)")
 
     def request(self, message: dict, timeout: float) -> dict:
         """Send one request; its answer, or SandboxDied when the driver exits or overruns ``timeout``."""

@@ -1,8 +1,9 @@
 """What runs inside a grading sandbox, and the data format both sides speak.
 
-The grader copies this file next to the student's notebook cells into the sandbox's work folder and
-starts ``python sandbox_driver.py`` there. The driver reads one JSON request per line on its standard
-input and writes one JSON answer per line on its standard output:
+The grader puts this file, read-only, into the sandbox's work folder and starts ``python
+sandbox_driver.py`` there. The driver says ``{"ready": true}`` once it has loaded IPython, then reads
+one JSON request per line on its standard input and writes one JSON answer per line on its standard
+output:
 
 - ``{"op": "run", "source": ..., "timeout": s}``: run a cell of the submission in an IPython shell;
   answers ``{"ok": bool, "ename": ..., "evalue": ...}``.
@@ -252,6 +253,7 @@ def serve() -> None:
         answers.write(json.dumps(message).encode() + b"\n")
         answers.flush()
 
+    answer({"ready": True})  # IPython and numpy are loaded: the grader's timeouts start from here
     for line in requests:
         request = json.loads(line)
         op = request.get("op")
