@@ -178,7 +178,9 @@ def test_the_leaking_student_saw_nothing_to_leak(attacked):
     text = feedback_texts(attacked)["leaks.md"]
     assert "my_softmax raised ValueError: LEAK canary={} n_env=" in text, text
     # the only other process it sees is the sandbox's PID 1, whose command line is the driver's
-    assert "others=['inh-caps=-all --no-new-privs " in text and " sandbox_driver.py ']" in text, text
+    others = text.split("others=[", 1)[1].split("]", 1)[0]
+    assert others.count("'") == 2 and others.endswith(" sandbox_driver.py '"), text  # one process: the driver's
+    assert "homework.py" not in text, text  # the grader's command line
     assert "my_attention raised ValueError: LEAK source=FileNotFoundError notebooks=[]" in text, text
 
 
