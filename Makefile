@@ -5,7 +5,8 @@
 #   make pdf        build the whole book as one PDF through LaTeX: _build/latex/attention-computed.pdf
 #   make serve      serve the built site on http://127.0.0.1:8000
 #   make student    write the homework's student notebooks into _build/student
-#   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions: grades.csv + feedback/
+#   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions in a sandbox: grades.csv + feedback/
+#                   (UNSAFE_NO_SANDBOX=1 runs them without the sandbox: see exercises/instructor_guide.md)
 #   make bench      print the efficient-attention benchmark figures
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make clean      remove the build and the execution cache
@@ -71,7 +72,7 @@ student: $(STAMP)
 
 grade: $(STAMP)
 	@test -n "$(HW)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade HW=hw_masks SUBMISSIONS=folder [GRADES=out_folder]"; exit 1; }
-	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES)
+	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
 # deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
 # the site carries the notebooks zip (built with it) and the PDF (copied in here, for instructors to print)

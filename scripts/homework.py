@@ -2,7 +2,7 @@
 
     python scripts/homework.py check [HOMEWORK ...]                 # validate the instructor sources
     python scripts/homework.py student [--out DIR] [HOMEWORK ...]   # student notebooks -> _build/student/
-    python scripts/homework.py grade HOMEWORK SUBMISSIONS OUT [--timeout 10] [--jobs 2]
+    python scripts/homework.py grade HOMEWORK SUBMISSIONS OUT [--timeout 10] [--jobs 2] [--unsafe-no-sandbox]
     python scripts/homework.py nbgrader OUT [HOMEWORK ...]          # nbgrader source notebooks -> OUT/source/
 
 HOMEWORK is a name such as ``hw_masks`` or a path such as ``exercises/hw_masks.md``; without one, every
@@ -17,23 +17,18 @@ Each homework is one MyST notebook source whose cells carry exactly one role tag
 
 Code cells other than setup name their ``task`` in the metadata, which ties a hidden test to the
 stub it grades. The student version keeps instructions, setup, stubs and public checks (no outputs).
-Grading runs each submission in its own worker process and kernel, with the hidden tests put back
-after the cells of their task, a per-cell timeout and ``allow_errors``; a hidden test scores its
-points when its cell runs without an error.
+Grading (scripts/grading.py) runs each submission's cells in a bubblewrap sandbox (scripts/sandbox.py)
+and the hidden tests in the grader, which calls the student's functions in the sandbox on the tests'
+inputs and gets their results back as data; a hidden test scores its points when it runs without an
+error.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import asyncio
-import copy
-import csv
 import hashlib
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -49,10 +44,6 @@ TASK_ROLES = ("stub", "solution", "public-check", "hidden-test")
 BOOK_TAGS = ("remove-cell", "remove-input", "remove-output", "hide-input", "hide-output", "hide-cell")
 REQUIRED_BOOK_TAGS = {"stub": "remove-cell", "solution": "hide-input", "hidden-test": "remove-cell"}
 
-CELL_TIMEOUT_S = 10
-PROBE_TIMEOUT_S = 2  # after an interrupt, an idle kernel answers a `pass` at once
-IOPUB_GRACE_S = 2  # how long outputs may trail a reply (nbclient waits this long after a stuck cell)
-DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
 KERNEL = "python3"
 
 
@@ -103,6 +94,53 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
+def package_functions(root: Path = ROOT) -> set[str]:
+    """Names of the functions the attnbook package defines at the top level of its modules."""
+    names: set[str] = set()
+    for module in (root / "code" / "src" / "attnbook").glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        names |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return names
+
+
+def package_references(source: str, forbidden: set[str], stub_names: set[str]) -> set[str]:
+    """Which ``forbidden`` package functions the code of a cell uses in its own code.
+
+    Counted: inside a function (or lambda), a global name, an attribute (``attnbook.softmax``) or a
+    string constant (``getattr(attnbook, "softmax")``) equal to a forbidden name; at top level, an
+    assignment to a name a stub defines (``my_softmax = softmax``) from such a name. Imports alone are
+    not counted (the public checks import the reference to compare with), nor is obfuscated access.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+
+    def scan(node, local: set[str]) -> None:
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and inner.id not in local:
+                found.add(inner.id)
+            elif isinstance(inner, ast.Attribute):
+                found.add(inner.attr)
+            elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                found.add(inner.value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = node.args
+            local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                     *filter(None, [arguments.vararg, arguments.kwarg])]}
+            local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            scan(node, local)
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id in stub_names for t in targets) and node.value is not None:
+                scan(node.value, set())
+    return found & forbidden
+
+
 def problems(notebook, name: str) -> list[str]:
     """Every way the instructor notebook breaks the conventions (empty when it is well formed)."""
     found: list[str] = []
@@ -133,6 +171,20 @@ def problems(notebook, name: str) -> list[str]:
             elif not defined_names(cell.source) or defined_names(cell.source) - defined_names(following.source):
                 found.append(f"{where}: the stub defines {sorted(defined_names(cell.source))}; its solution must "
                              f"define them all, and defines {sorted(defined_names(following.source))}")
+        if cell_role == "stub" and "reimplements" in cell.metadata:
+            reimplements = cell.metadata["reimplements"]
+            if not (isinstance(reimplements, list) and reimplements and all(isinstance(n, str) for n in reimplements)):
+                found.append(f"{where}: reimplements must be a list of attnbook function names, got {reimplements!r}")
+            else:
+                unknown = sorted(set(reimplements) - package_functions())
+                if unknown:
+                    found.append(f"{where}: reimplements names {', '.join(unknown)}, not functions of attnbook")
+                following = cells[index + 1] if index + 1 < len(cells) else None
+                used = following is not None and package_references(
+                    following.source, set(reimplements), defined_names(cell.source))
+                if used:
+                    found.append(f"{where}: the solution uses {', '.join(sorted(used))}, which its task "
+                                 "asks students to write themselves")
         if cell_role == "solution" and (index == 0 or role(cells[index - 1]) != "stub"):
             found.append(f"{where} is a solution without a stub right before it")
         if cell_role == "hidden-test":
@@ -210,21 +262,37 @@ def write_student_notebooks(out: Path, homeworks: list[str]) -> list[Path]:
 # --- grading -----------------------------------------------------------------------------------------
 
 
+def function_names(source: str) -> set[str]:
+    """Names a cell defines with ``def`` at top level."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
 def grading_plan(homework: str | Path) -> dict:
-    """What grading needs from the instructor source, as JSON-ready data for the workers."""
+    """What grading needs from the instructor source: tasks, the names their stubs define, hidden tests."""
     path, notebook = load(homework)
     tasks: list[str] = []
     names: dict[str, list[str]] = {}
+    functions: set[str] = set()
+    reimplements: dict[str, list[str]] = {}
     hidden = []
     for cell in notebook.cells:
         task = cell.metadata.get("task")
         if role(cell) == "stub":
             tasks.append(task)
             names[task] = sorted(defined_names(cell.source))
+            functions |= function_names(cell.source)
+            if cell.metadata.get("reimplements"):
+                reimplements[task] = list(cell.metadata["reimplements"])
         elif role(cell) == "hidden-test":
             hidden.append({"grade_id": cell.metadata["grade_id"], "points": cell.metadata["points"],
                            "task": task, "source": cell.source})
-    return {"homework": path.stem, "tasks": tasks, "names": names, "hidden": hidden}
+    handout = [cell.source for cell in notebook.cells if role(cell) in ("setup", "public-check")]
+    return {"homework": path.stem, "tasks": tasks, "names": names, "functions": sorted(functions),
+            "reimplements": reimplements, "handout": handout, "hidden": hidden}
 
 
 def read_submission(path: Path):
@@ -247,385 +315,13 @@ def read_submission(path: Path):
     return notebook
 
 
-def claims_hidden_test(cell, hidden_ids: set[str]) -> bool:
-    """A submitted cell that looks like a hidden test (tag, points, grade_id or nbgrader grade flag)."""
-    metadata = cell.get("metadata", {})
-    tags = metadata.get("tags", [])
-    nbgrader = metadata.get("nbgrader", {})
-    return ("hidden-test" in tags or "points" in metadata or metadata.get("grade_id") in hidden_ids
-            or (isinstance(nbgrader, dict) and nbgrader.get("grade") is True))
-
-
-def prepare_submission(notebook, plan: dict) -> tuple[object, list[str]]:
-    """The submission with claimed hidden tests dropped and the real ones inserted; plus notes."""
-    hidden_ids = {test["grade_id"] for test in plan["hidden"]}
-    notes: list[str] = []
-    cells = []
-    for cell in notebook.cells:
-        if cell.cell_type not in ("code", "markdown"):
-            continue
-        if claims_hidden_test(cell, hidden_ids):
-            notes.append("a submitted cell that claimed to be a hidden test was removed")
-            continue
-        cells.append(cell)
-    defined: set[str] = set()
-    for cell in cells:
-        if cell.cell_type == "code":
-            defined |= defined_names(cell.source)
-    for task in plan["tasks"]:
-        missing = [n for n in plan["names"][task] if n not in defined]
-        if missing:
-            notes.append(f"no cell defines {', '.join(missing)} (deleted or renamed?)")
-
-    def stub_position(task: str) -> int | None:
-        for index, cell in enumerate(cells):
-            if cell.metadata.get("task") == task and "stub" in cell.metadata.get("tags", []):
-                return index
-        return None
-
-    # a task's hidden tests go right before the stub of the next task still present, else at the end
-    positions = {task: stub_position(task) for task in plan["tasks"]}
-    before: dict[int, list] = {}
-    for test in plan["hidden"]:
-        task = test["task"]
-        order = plan["tasks"].index(task) if task in plan["tasks"] else len(plan["tasks"])
-        own = positions.get(task)
-        later = [p for t in plan["tasks"][order + 1:] if (p := positions[t]) is not None
-                 and (own is None or p > own)]
-        new = nbformat.v4.new_code_cell(test["source"], metadata={
-            "tags": ["hidden-test"], "grade_id": test["grade_id"], "points": test["points"]})
-        new.id = "hidden-" + hashlib.sha1(test["grade_id"].encode()).hexdigest()[:8]
-        position = min(later) if later else len(cells)
-        while position > (own if own is not None else 0) + 1 and cells[position - 1].cell_type == "markdown":
-            position -= 1  # before the next task's instructions, not between them and its stub
-        before.setdefault(position, []).append(new)
-    result = []
-    for index, cell in enumerate(cells):
-        result.extend(before.get(index, []))
-        result.append(cell)
-    result.extend(before.get(len(cells), []))
-    prepared = nbformat.v4.new_notebook(cells=result)
-    prepared.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": KERNEL}}
-    return prepared, list(dict.fromkeys(notes))
-
-
 def _first_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-async def _execute(notebook, timeout: float, deadline: float, workdir: str) -> dict[int, dict]:
-    """Run every code cell in a fresh kernel; returns {cell index: {status, ename, evalue, stdout}}.
-
-    A cell that runs past ``timeout`` is interrupted. If the kernel ignores the interrupt (code that
-    catches KeyboardInterrupt), it is restarted and the cells that had run cleanly are run again, so
-    the rest of the notebook is graded with the state it had before the stuck cell.
-    """
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
-    from traitlets.config import Config
-
-    config = Config()  # unix sockets in this submission's own folder: parallel workers never race for a
-    config.KernelManager.transport = "ipc"  # TCP port, which can stop a kernel from starting
-    config.KernelManager.ip = str(Path(workdir) / "kernel")  # absolute: the kernel runs in workdir
-    statuses: dict[int, dict] = {}
-    replies: dict[int, dict] = {}
-
-    def on_cell_executed(cell, cell_index, execute_reply):
-        content = (execute_reply or {}).get("content", {})
-        replies[cell_index] = {"status": content.get("status", "error"), "ename": content.get("ename", ""),
-                               "evalue": content.get("evalue", "")}
-
-    client = NotebookClient(
-        notebook, timeout=timeout, kernel_name=KERNEL, allow_errors=True, interrupt_on_timeout=True,
-        error_on_timeout={"ename": "Timeout", "evalue": f"the cell ran longer than {timeout:g} s and was "
-                          "interrupted", "traceback": []},
-        record_timing=False, resources={"metadata": {"path": workdir}}, on_cell_executed=on_cell_executed,
-        skip_cells_with_tag="",  # a submission cannot exempt its own cells from running
-        timeout_func=lambda cell: PROBE_TIMEOUT_S if cell.metadata.get("probe") else timeout,
-        iopub_timeout=IOPUB_GRACE_S, config=config,
-    )
-
-    async def run(cell, index: int) -> dict:
-        replies.pop(index, None)
-        await client.async_execute_cell(cell, index)
-        return replies.get(index, {"status": "ok", "ename": "", "evalue": ""})  # empty cells are skipped
-
-    async def kernel_is_stuck() -> bool:
-        probe = nbformat.v4.new_code_cell("pass", metadata={"probe": True})
-        notebook.cells.append(probe)  # nbclient stores an executed cell back into the notebook by index
-        try:
-            return (await run(notebook.cells[-1], len(notebook.cells) - 1))["ename"] == "Timeout"
-        finally:
-            notebook.cells.pop()
-
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the kernel's own log, not the cells'
-
-    async def restart_and_replay(earlier: list[int]) -> None:
-        """A fresh kernel that has run again the cells that had run cleanly before."""
-        await client.km.restart_kernel(now=True, **quiet)
-        await client.kc.wait_for_ready(timeout=60)
-        for index in earlier:
-            await run(copy.deepcopy(notebook.cells[index]), index)
-
-    start = time.monotonic()
-    ran_cleanly: list[int] = []
-    async with client.async_setup_kernel(**quiet):
-        for index, cell in enumerate(notebook.cells):
-            if cell.cell_type != "code":
-                continue
-            if time.monotonic() - start > deadline:
-                statuses[index] = {"status": "not run", "ename": "Deadline",
-                                   "evalue": f"grading stopped after {deadline:g} s"}
-                continue
-            try:
-                statuses[index] = await run(cell, index)
-                if statuses[index]["ename"] == "Timeout" and await kernel_is_stuck():
-                    statuses[index]["evalue"] += "; the kernel ignored the interrupt and was restarted"
-                    await restart_and_replay(ran_cleanly)
-            except DeadKernelError:
-                statuses[index] = {"status": "error", "ename": "DeadKernel",
-                                   "evalue": "the kernel died; it was restarted"}
-                try:
-                    await restart_and_replay(ran_cleanly)
-                except Exception as error:  # no kernel any more: the cells after this one cannot run
-                    for later in range(index + 1, len(notebook.cells)):
-                        statuses[later] = {"status": "not run", "ename": "DeadKernel",
-                                           "evalue": f"the kernel died in cell {index} and could not be "
-                                                     f"restarted ({type(error).__name__})"}
-                    break
-            if statuses[index]["status"] == "ok" and "hidden-test" not in cell.metadata.get("tags", []):
-                ran_cleanly.append(index)
-            texts = [o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream"
-                     and o.get("name") == "stdout"]
-            statuses[index]["stdout"] = "".join(texts)[-2000:]
-    return statuses
-
-
-def _execute_with_retry(prepared, timeout: float, deadline: float) -> dict[int, dict]:
-    """Execute in a scratch folder; a kernel that fails to start is tried once more before giving up."""
-    for attempt in (1, 2):
-        try:
-            with tempfile.TemporaryDirectory(prefix="grade-") as workdir:
-                return asyncio.run(_execute(copy.deepcopy(prepared), timeout, deadline, workdir))
-        except Exception:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
-
-
-def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, deadline: float = DEADLINE_S) -> dict:
-    """Grade one file; never raises: a file that cannot be run gets 0 points and a reason."""
-    started = time.monotonic()
-    result = _grade_file(plan, path, timeout, deadline)
-    result["seconds"] = round(time.monotonic() - started, 2)
-    return result
-
-
-def _grade_file(plan: dict, path: Path, timeout: float, deadline: float) -> dict:
-    result = {"student": path.stem, "file": path.name, "points": {}, "feedback": [], "notes": []}
-    for test in plan["hidden"]:
-        result["points"][test["grade_id"]] = 0
-    try:
-        notebook = read_submission(path)
-        prepared, notes = prepare_submission(notebook, plan)
-        result["notes"].extend(notes)
-        statuses = _execute_with_retry(prepared, timeout, deadline)
-    except HomeworkError as error:
-        result["status"] = "invalid"
-        result["reason"] = str(error)
-        return _finish_result(result, plan)
-    except Exception as error:  # a kernel that would not start, and anything else: a reason, not a crash
-        result["status"] = "error"
-        result["reason"] = f"could not be run: {type(error).__name__}: {_first_line(error, 200)}"
-        return _finish_result(result, plan)
-    result["status"] = "graded"
-    hidden = {test["grade_id"]: test for test in plan["hidden"]}
-    for index, cell in enumerate(prepared.cells):
-        grade_id = cell.metadata.get("grade_id")
-        status = statuses.get(index, {"status": "not run", "ename": "", "evalue": "the cell did not run"})
-        if grade_id in hidden and "hidden-test" in cell.metadata.get("tags", []):
-            passed = status["status"] == "ok"
-            result["points"][grade_id] = hidden[grade_id]["points"] if passed else 0
-            message = "" if passed else _first_line(f"{status['ename']}: {status['evalue']}".strip(": "))
-            result["feedback"].append({"grade_id": grade_id, "passed": passed, "points": result["points"][grade_id],
-                                       "max": hidden[grade_id]["points"], "output": status.get("stdout", ""),
-                                       "error": message})
-        elif status["status"] != "ok" and cell.cell_type == "code":
-            if status["ename"] == "Timeout":
-                result["notes"].append(f"cell {index}: {status['evalue']}")
-            elif status["ename"] in ("DeadKernel", "Deadline") and status["status"] == "error":
-                result["notes"].append(f"cell {index}: {status['evalue']}")
-            elif status["status"] == "error":
-                result["notes"].append(f"cell {index} raised {status['ename']}")
-    for status in statuses.values():
-        if status["ename"] in ("DeadKernel", "Deadline") and status["status"] == "not run":
-            result["notes"].append(status["evalue"])
-            break
-    return _finish_result(result, plan)
-
-
-def _finish_result(result: dict, plan: dict) -> dict:
-    result["total"] = sum(result["points"].values())
-    result["max_total"] = sum(test["points"] for test in plan["hidden"])
-    if result.get("status") == "graded":
-        failed = [f["grade_id"] for f in result["feedback"] if not f["passed"]]
-        count = len(plan["hidden"])
-        summary = (f"all {count} hidden tests passed" if not failed
-                   else f"{len(failed)} of {count} hidden tests failed ({', '.join(failed)})")
-        result["reason"] = "; ".join([summary] + list(dict.fromkeys(result["notes"])))
-    return result
-
-
-def submissions_in(folder: Path) -> list[tuple[str, Path]]:
-    """``(student, file)`` for every ``*.ipynb`` in the folder, or in one sub-folder per student.
-
-    A name that comes twice (``alice.ipynb`` and ``alice/hw.ipynb``) gets a suffix, ``alice-2``.
-    """
-    found = [(p.stem, p) for p in sorted(folder.glob("*.ipynb"))]
-    found += [(p.parent.name, p) for p in sorted(folder.glob("*/*.ipynb"))
-              if ".ipynb_checkpoints" not in p.parts]
-    seen: dict[str, int] = {}
-    unique = []
-    for student, path in found:
-        seen[student] = seen.get(student, 0) + 1
-        unique.append((student if seen[student] == 1 else f"{student}-{seen[student]}", path))
-    return unique
-
-
-def _worker(connection, plan: dict, student: str, path: Path, timeout: float, deadline: float) -> None:
-    """The body of one grading process: grade a file, send the result back, exit."""
-    def stop(signum, frame):  # the parent's SIGTERM: unwind, so that the kernel is shut down
-        raise SystemExit(f"stopped by signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop)
-    result = grade_submission(plan, path, timeout, deadline)
-    result["student"] = student
-    connection.send(result)
-    connection.close()
-
-
-def _failed(student: str, path: Path, reason: str) -> dict:
-    return {"student": student, "file": path.name, "status": "error", "points": {}, "feedback": [], "notes": [],
-            "reason": reason}
-
-
-def grade_in_workers(plan: dict, found: list[tuple[str, Path]], timeout: float, jobs: int,
-                     deadline: float) -> list[dict]:
-    """Grade each file in its own forked process (its kernel is a child of that process), ``jobs`` at once.
-
-    A worker that overruns ``deadline`` (plus a margin for starting and stopping its kernel) is sent
-    SIGTERM, then SIGKILL; its kernel exits with it. A worker that dies gives a row with a reason.
-    """
-    import multiprocessing
-    from multiprocessing.connection import wait
-
-    context = multiprocessing.get_context("fork")  # the parent's imports are reused: no start-up per file
-    results: dict[int, dict] = {}
-    pending = list(enumerate(found))
-    running: dict = {}  # the connection a worker sends its result on -> (index, process, started)
-    while pending or running:
-        while pending and len(running) < max(1, jobs):
-            index, (student, path) = pending.pop(0)
-            receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_worker, args=(send, plan, student, path, timeout, deadline),
-                                      daemon=True)
-            process.start()
-            send.close()  # the worker holds the only sending end: its exit makes the connection readable
-            running[receive] = (index, process, time.monotonic())
-        for receive in wait(list(running), timeout=1.0):  # a result, or the end of a worker that sent none
-            index, process, _ = running.pop(receive)
-            student, path = found[index]
-            try:
-                results[index] = receive.recv()
-            except (EOFError, OSError):
-                process.join()
-                results[index] = _failed(student, path, f"the grading worker died (exit code {process.exitcode})")
-            receive.close()
-            process.join()
-        for receive, (index, process, started) in list(running.items()):
-            if time.monotonic() - started > deadline + 60:
-                process.terminate()
-                process.join(10)
-                if process.is_alive():
-                    process.kill()
-                    process.join()
-                del running[receive]
-                receive.close()
-                student, path = found[index]
-                results[index] = _failed(student, path, f"grading took longer than {deadline + 60:g} s and was stopped")
-    return [results[index] for index in range(len(found))]
-
-
-def grade(homework: str, submissions: Path, out: Path, timeout: float = CELL_TIMEOUT_S, jobs: int = 2,
-          deadline: float = DEADLINE_S) -> list[dict]:
-    """Grade every submission in a folder; write ``grades.csv`` and ``feedback/<student>.md`` to ``out``."""
-    plan = grading_plan(homework)
-    if not submissions.is_dir():
-        raise HomeworkError(f"{submissions} is not a folder of submitted notebooks")
-    for name, value in (("timeout", timeout), ("deadline", deadline)):
-        if not value > 0:
-            raise HomeworkError(f"{name} must be a positive number of seconds, got {value!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise HomeworkError(f"jobs must be a positive integer, got {jobs!r}")
-    found = submissions_in(submissions)
-    out.mkdir(parents=True, exist_ok=True)
-    results = grade_in_workers(plan, found, timeout, jobs, deadline)
-    for result in results:
-        for test in plan["hidden"]:
-            result["points"].setdefault(test["grade_id"], 0)
-        result["total"] = sum(result["points"].values())
-        result["max_total"] = sum(test["points"] for test in plan["hidden"])
-    write_csv(out / "grades.csv", plan, results)
-    feedback = out / "feedback"
-    feedback.mkdir(exist_ok=True)
-    for result in results:
-        (feedback / f"{result['student']}.md").write_text(feedback_markdown(plan, result), encoding="utf-8")
-    return results
-
-
-def write_csv(path: Path, plan: dict, results: list[dict]) -> None:
-    ids = [test["grade_id"] for test in plan["hidden"]]
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", *ids, "total", "max", "reason"])
-        for result in sorted(results, key=lambda r: r["student"]):
-            writer.writerow([result["student"], *(_number(result["points"].get(i, 0)) for i in ids),
-                             _number(result["total"]), _number(result["max_total"]), result["reason"]])
-
-
 def _number(value) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def feedback_markdown(plan: dict, result: dict) -> str:
-    """Per-student feedback: the score, each question's points and, for failures, what the tests said."""
-    lines = [f"# Feedback: {plan['homework']} for {result['student']}", "",
-             f"**Score: {_number(result['total'])} / {_number(result['max_total'])}**", ""]
-    if result.get("status") != "graded":
-        lines += [f"Your notebook could not be graded: {result['reason'].rstrip('.')}.", "",
-                  "Every question scores 0. Check that you submitted the .ipynb file from Jupyter, saved, "
-                  "and that it opens there.", ""]
-        return "\n".join(lines)
-    lines += ["| question | points | result |", "| --- | --- | --- |"]
-    for item in result["feedback"]:
-        verdict = "passed" if item["passed"] else "failed"
-        lines.append(f"| {item['grade_id']} | {_number(item['points'])} / {_number(item['max'])} | {verdict} |")
-    lines.append("")
-    failures = [item for item in result["feedback"] if not item["passed"]]
-    for item in failures:
-        lines += [f"## {item['grade_id']}", ""]
-        said = [line for line in item["output"].splitlines() if line.strip()]
-        if said:
-            lines += ["The checks said:", "", "```text", *said, "```", ""]
-        repeated = item["error"].removeprefix("AssertionError: ")
-        if item["error"] and not any(repeated in line for line in said):
-            lines += [f"The test stopped with: `{item['error']}`", ""]
-    if result["notes"]:
-        lines += ["## Notes", ""] + [f"- {note}" for note in dict.fromkeys(result["notes"])] + [""]
-    if not failures:
-        lines += ["Every hidden test passed. Well done.", ""]
-    return "\n".join(lines)
 
 
 # --- nbgrader ----------------------------------------------------------------------------------------
@@ -726,9 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     grading.add_argument("homework")
     grading.add_argument("submissions", type=Path)
     grading.add_argument("out", type=Path)
-    grading.add_argument("--timeout", type=float, default=CELL_TIMEOUT_S, help="seconds per cell")
+    grading.add_argument("--timeout", type=float, default=10, help="seconds per cell and per call")
     grading.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel")
-    grading.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds per submission")
+    grading.add_argument("--deadline", type=float, default=180, help="seconds per submission")
+    grading.add_argument("--unsafe-no-sandbox", action="store_true",
+                         help="run submissions without the sandbox, with your rights (see the instructor guide)")
     export = commands.add_parser("nbgrader", help="write nbgrader source notebooks to OUT/source/")
     export.add_argument("out", type=Path)
     export.add_argument("homework", nargs="*")
@@ -745,14 +443,23 @@ def main(argv: list[str] | None = None) -> int:
             for target in write_student_notebooks(args.out, args.homework):
                 print(f"wrote {_relative(target)}")
         elif args.command == "grade":
+            import grading as grader  # the sandbox and the grading workers: only this command needs them
+
+            if args.unsafe_no_sandbox:
+                print("homework: WARNING: --unsafe-no-sandbox: every submission runs as you, with your files "
+                      "and environment in reach; it can change the grades", file=sys.stderr)
             start = time.perf_counter()
-            results = grade(args.homework, args.submissions, args.out, args.timeout, args.jobs, args.deadline)
+            results, skipped = grader.grade(args.homework, args.submissions, args.out, args.timeout, args.jobs,
+                                            args.deadline, sandboxed=not args.unsafe_no_sandbox)
             seconds = time.perf_counter() - start
             for result in sorted(results, key=lambda r: r["student"]):
-                print(f"{result['student']}: {_number(result['total'])} / {_number(result['max_total'])}  "
-                      f"{result['reason']}")
+                print(_printable(f"{result['student']}: {_number(result['total'])} / "
+                                 f"{_number(result['max_total'])}  {result['reason']}"))
+            for relative, reason in skipped:
+                print(_printable(f"skipped {relative}: {reason}"))
             print(f"graded {len(results)} submission(s) in {seconds:.1f} s: {_relative(args.out / 'grades.csv')}, "
-                  f"feedback in {_relative(args.out / 'feedback')}")
+                  f"feedback in {_relative(args.out / 'feedback')}"
+                  + (f", {len(skipped)} file(s) skipped (skipped.csv)" if skipped else ""))
         elif args.command == "nbgrader":
             for target in write_nbgrader(args.out, args.homework):
                 print(f"wrote {_relative(target)}")
@@ -760,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"homework: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _printable(text: str) -> str:
+    """A line for the terminal: control characters of file names and messages (escape codes) as ``?``."""
+    return "".join("?" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
 
 
 def _relative(path: Path) -> str:

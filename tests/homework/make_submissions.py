@@ -22,6 +22,7 @@ import homework  # noqa: E402
 
 HOMEWORK = "hw_scaled_dot_product_attention"
 OUT = Path(__file__).resolve().parent / "submissions" / HOMEWORK
+HOSTILE = Path(__file__).resolve().parent / "submissions" / "hostile"
 
 NAIVE_SOFTMAX = '''def my_softmax(x):
     """Softmax along the last axis, straight from the definition."""
@@ -46,6 +47,15 @@ SELF_CONTAINED_ATTENTION = '''def my_attention(q, k, v):
     exps = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (..., n_q, n_k)
     weights = exps / exps.sum(axis=-1, keepdims=True)  # (..., n_q, n_k)
     return weights @ v, weights
+'''
+
+
+PACKAGE_SOFTMAX = '''from attnbook import softmax
+
+
+def my_softmax(x):
+    """The package's softmax under another name: passes, and the feedback says so."""
+    return softmax(x)
 '''
 
 
@@ -75,6 +85,164 @@ def insert_after_setup(notebook, cell):
     position = max(i for i, c in enumerate(notebook.cells) if homework.role(c) == "setup") + 1
     notebook.cells.insert(position, cell)
     return notebook
+
+
+# --- hostile submissions (test_hostile.py): each attack is a cell after the setup, unless it replaces a stub
+
+WALK = '''def reachable_files(suffix, limit=20000):
+    """Files ending in suffix anywhere this process can read, but for the system and the installed packages."""
+    import sys
+
+    found = []
+    for top, folders, files in os.walk("/"):
+        skip = ("/proc", "/sys", "/usr", "/dev", sys.prefix, sys.base_prefix)
+        folders[:] = [f for f in folders if os.path.join(top, f) not in skip]
+        found += [os.path.join(top, f) for f in files if f.lower().endswith(suffix)]
+        if len(found) > limit:
+            break
+    return found
+'''
+
+REWRITE_GRADES = "import glob\nimport os\nimport time\n\n" + WALK + '''
+
+# a detached process that waits for grades.csv and gives everyone 0 (and this student 10) once it exists
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        stop = time.time() + 120
+        while time.time() < stop:
+            for csv_path in reachable_files("grades.csv"):
+                try:
+                    with open(csv_path, "w") as handle:
+                        handle.write("student,total\\nrewrite_grades,10\\n")
+                    for feedback in glob.glob(os.path.join(os.path.dirname(csv_path), "feedback", "*.md")):
+                        with open(feedback, "w") as handle:
+                            handle.write("HACKED")
+                except OSError:
+                    pass
+            time.sleep(0.2)
+    os._exit(0)
+'''
+
+LEAKY_SOFTMAX = "import glob\nimport os\n\n" + '''def my_softmax(x):
+    """Puts what it finds into its exception: the checks repeat the message in the feedback."""
+    others = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        if path != f"/proc/{os.getpid()}/cmdline":
+            with open(path, "rb") as handle:
+                others.append(handle.read().replace(b"\\0", b" ").decode(errors="replace")[-80:])
+    canary = {k: v for k, v in os.environ.items() if "CANARY" in k}
+    raise ValueError(f"LEAK canary={canary} n_env={len(os.environ)} others={others}")
+'''
+
+LEAKY_ATTENTION = "import os\nimport sys\n\n" + WALK + '''
+
+def my_attention(q, k, v):
+    """Puts the homework source with its hidden tests, and other notebooks, into its exception."""
+    root = os.path.dirname(sys.prefix)  # the repository holds the virtual environment
+    try:
+        with open(os.path.join(root, "exercises", "hw_scaled_dot_product_attention.md")) as handle:
+            source = handle.read()[-60:]
+    except OSError as error:
+        source = type(error).__name__
+    notebooks = [os.path.basename(p) for p in reachable_files(".ipynb")]
+    raise ValueError(f"LEAK source={source} notebooks={notebooks}")
+'''
+
+KILLS_GRADER = '''import os
+import signal
+
+# everything it can reach: every process in /proc, its parent, and finally every process it may signal
+for entry in os.listdir("/proc"):
+    if entry.isdigit() and int(entry) != os.getpid():
+        try:
+            os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
+os.kill(-1, signal.SIGKILL)
+'''
+
+CORRUPTS_OTHERS = "import os\n\n" + WALK + '''
+
+# overwrite every other notebook it can find, graded or not
+for path in reachable_files(".ipynb"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("{}")
+    except OSError:
+        pass
+'''
+
+PATCHES_PACKAGE = '''import glob
+import os
+
+import attnbook
+import numpy
+
+# make every later student fail: break the installed packages where they are imported from
+for folder in (os.path.dirname(attnbook.__file__), os.path.dirname(numpy.__file__)):
+    for path in glob.glob(os.path.join(folder, "*.py")):
+        try:
+            with open(path, "a") as handle:
+                handle.write("\\nraise SystemExit('sabotaged')\\n")
+        except OSError:
+            pass
+'''
+
+INPUT_TRANSFORMER = "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])  # every later cell: pass\n"
+
+MONKEYPATCH_CHECKS = '''import numpy as np
+
+import attnbook.checks
+
+
+class Passed:
+    passed = True
+    message = "passed"
+
+
+# every check passes, every comparison is equal, whatever the stubs do
+for name in dir(attnbook.checks):
+    if name.startswith("check_"):
+        setattr(attnbook.checks, name, lambda *args, **kwargs: Passed())
+np.allclose = lambda *args, **kwargs: True
+np.array_equal = lambda *args, **kwargs: True
+np.all = lambda *args, **kwargs: True
+np.isfinite = lambda *args, **kwargs: True
+'''
+
+BACKGROUND = '''import subprocess
+import sys
+
+# a process that outlives the notebook, in its own session
+subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)  # attnbook-hostile-background"],
+                 start_new_session=True)
+'''
+
+
+def hostile_notebooks() -> dict[str, object]:
+    """Relative path -> notebook: the attacks of issue #12, and the file names that used to confuse grading."""
+    good = solutions()
+    attacks = {"rewrite_grades": REWRITE_GRADES, "kills_grader": KILLS_GRADER, "corrupts_others": CORRUPTS_OTHERS,
+               "patches_package": PATCHES_PACKAGE, "background_process": BACKGROUND}
+    notebooks = {f"{name}.ipynb": insert_after_setup(filled(good), code_cell(source))
+                 for name, source in attacks.items()}
+    for name, source in (("input_transformer", INPUT_TRANSFORMER), ("monkeypatches_checks", MONKEYPATCH_CHECKS)):
+        notebooks[f"{name}.ipynb"] = insert_after_setup(filled({}), code_cell(source))  # the stubs untouched
+    notebooks["leaks.ipynb"] = filled(dict(good, softmax=LEAKY_SOFTMAX, attention=LEAKY_ATTENTION))
+    notebooks['=HYPERLINK("http:__example.com","10 points").ipynb'] = filled(good)  # a formula as a name
+    for path in ("dup.ipynb", "dup/hw.ipynb", "dup-2.ipynb", "deep/a/b/hw.ipynb", "UPPER.IPYNB"):
+        notebooks[path] = filled(good)
+    return notebooks
+
+
+def write_hostile() -> None:
+    for relative, notebook in hostile_notebooks().items():
+        target = HOSTILE / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.validate(notebook)
+        nbformat.write(notebook, target)
+    (HOSTILE / "notes.txt").write_text("not a notebook: the grader lists it as skipped\n", encoding="utf-8")
 
 
 def main() -> int:
@@ -109,6 +277,8 @@ def main() -> int:
                      or homework.role(c) == "instructions"]
     notebooks["deleted_cells"] = deleted
 
+    notebooks["uses_package"] = filled(dict(good, softmax=PACKAGE_SOFTMAX))
+
     renamed = dict(good)
     renamed["softmax"] = good["softmax"].replace("def my_softmax", "def stable_softmax")
     renamed["attention"] = good["attention"].replace("my_softmax(", "stable_softmax(")
@@ -121,7 +291,8 @@ def main() -> int:
     (OUT / "invalid_json.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")  # cut off mid-file
     (OUT / "wrong_nbformat.ipynb").write_text(
         '{"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}\n', encoding="utf-8")
-    for path in sorted(OUT.iterdir()):
+    write_hostile()
+    for path in sorted([*OUT.iterdir(), *(p for p in HOSTILE.rglob("*") if p.is_file())]):
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

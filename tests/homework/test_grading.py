@@ -2,7 +2,8 @@
 
 The folder tests/homework/submissions/hw_scaled_dot_product_attention/ holds one correct submission and
 one of each kind of fault (written by make_submissions.py). `scripts/homework.py grade` grades it once
-for this module; the tests read the CSV and the feedback files it wrote.
+for this module, in the sandbox; the tests read the CSV and the feedback files it wrote. Hostile
+submissions are in test_hostile.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import time
 import nbformat
 import pytest
 
+import grading
 import homework
+import sandbox
 from homework_support import SAMPLES
 
 HOMEWORK = "hw_scaled_dot_product_attention"
@@ -47,6 +50,9 @@ EXPECTED = {
     "renamed_function": ([0, 0, 1, 1, 2, 1, 1, 1], [
         "2 of 8 hidden tests failed (softmax-values, softmax-stable)",
         "no cell defines my_softmax (deleted or renamed?)"]),
+    "uses_package": ([2, 1, 1, 1, 2, 1, 1, 1], [
+        "all 8 hidden tests passed", "task softmax asks you to write softmax yourself, and your code uses "
+        "attnbook's softmax (cell 4); the grade does not change, your instructor may look at it"]),
     "invalid_json": ([0] * 8, ["not a valid notebook: the file is not valid JSON"]),
     "wrong_nbformat": ([0] * 8, ["not a valid notebook: NBFormatError: Unsupported nbformat version 5"]),
 }
@@ -133,18 +139,6 @@ def correct_notebook():
     return nbformat.read(SAMPLES / "correct.ipynb", as_version=4)
 
 
-def test_hidden_tests_follow_the_cells_of_their_own_task(plan):
-    prepared, notes = homework.prepare_submission(correct_notebook(), plan)
-    sequence = [(homework.role(c) or c.metadata.get("grade_id"), c.metadata.get("task")) for c in prepared.cells]
-    stubs = [i for i, (r, _) in enumerate(sequence) if r == "stub"]
-    hidden = [i for i, c in enumerate(prepared.cells) if "hidden-test" in c.metadata.get("tags", [])]
-    assert notes == [] and len(hidden) == len(plan["hidden"])
-    assert [prepared.cells[i].metadata["grade_id"] for i in hidden] == QUESTIONS
-    assert stubs[0] < hidden[0] < hidden[1] < stubs[1]  # softmax's two tests before the next task
-    assert prepared.cells[hidden[1] + 1].cell_type == "markdown"  # ... and before its instructions
-    assert hidden[-1] == len(prepared.cells) - 1  # the last task's tests at the end
-
-
 def test_cells_claiming_to_be_hidden_tests_are_dropped(plan):
     notebook = correct_notebook()
     claims = [nbformat.v4.new_code_cell("pass", metadata={"tags": ["hidden-test"]}),
@@ -152,29 +146,48 @@ def test_cells_claiming_to_be_hidden_tests_are_dropped(plan):
               nbformat.v4.new_code_cell("pass", metadata={"points": 5}),
               nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {"grade": True}})]
     notebook.cells.extend(claims)
-    prepared, notes = homework.prepare_submission(notebook, plan)
-    assert sum(c.source == "pass" for c in prepared.cells) == 0
+    cells, notes = grading.submitted_cells(notebook, plan)
+    assert sum(c.source == "pass" for c in cells) == 0 and len(cells) == len(correct_notebook().cells)
     assert notes == ["a submitted cell that claimed to be a hidden test was removed"]
-    real = [c for c in prepared.cells if "hidden-test" in c.metadata.get("tags", [])]
-    assert [c.source for c in real] == [t["source"] for t in plan["hidden"]]
 
 
-def test_tests_of_a_task_whose_cells_are_gone_still_run_before_the_next_task(plan):
+def test_a_deleted_task_is_noted(plan):
     notebook = correct_notebook()
     notebook.cells = [c for c in notebook.cells if c.metadata.get("task") != "attention"]
-    prepared, notes = homework.prepare_submission(notebook, plan)
-    ids = [c.metadata.get("grade_id") for c in prepared.cells]
-    variance_stub = next(i for i, c in enumerate(prepared.cells) if c.metadata.get("task") == "variance")
-    assert ids.index("attention-values") < variance_stub
+    _, notes = grading.submitted_cells(notebook, plan)
     assert notes == ["no cell defines my_attention (deleted or renamed?)"]
 
 
-def test_a_notebook_without_task_metadata_gets_every_test_at_the_end(plan):
-    notebook = correct_notebook()
-    for cell in notebook.cells:
-        cell.metadata = {}
-    prepared, _ = homework.prepare_submission(notebook, plan)
-    assert [c.metadata.get("grade_id") for c in prepared.cells[-len(QUESTIONS):]] == QUESTIONS
+@pytest.mark.parametrize(("source", "used"), [
+    ("def my_softmax(x):\n    return softmax(x)\n", {"softmax"}),
+    ("import attnbook\ndef my_softmax(x):\n    return attnbook.softmax(x)\n", {"softmax"}),
+    ("def my_softmax(x):\n    return getattr(attnbook, 'softmax')(x)\n", {"softmax"}),
+    ("my_softmax = softmax\n", {"softmax"}),
+    ("my_softmax = lambda x: softmax(x)\n", {"softmax"}),
+    ("def my_softmax(x):\n    softmax = np.exp(x)\n    return softmax / softmax.sum()\n", set()),  # a local
+    ("from attnbook import softmax\nweights = softmax(x)\n", set()),  # a comparison, as public checks do
+    ("def my_attention(q, k, v):\n    return my_softmax(q @ k.T) @ v\n", set()),
+])
+def test_uses_of_the_package_function_a_task_reimplements_are_found(source, used):
+    assert homework.package_references(source, {"softmax"}, {"my_softmax", "my_attention"}) == used
+
+
+def test_a_source_whose_solution_uses_what_it_reimplements_is_refused(tmp_path):
+    text = (homework.EXERCISES / f"{HOMEWORK}.md").read_text(encoding="utf-8")
+    broken = text.replace("    x = np.asarray(x, dtype=float)  # (..., n)\n", "    return softmax(x)\n", 1)
+    broken = broken.replace(":reimplements: [softmax]", ":reimplements: [softmax, no_such_function]", 1)
+    assert broken.count("no_such_function") == 1
+    path = tmp_path / "hw_broken.md"
+    path.write_text(broken, encoding="utf-8")
+    with pytest.raises(homework.HomeworkError) as error:
+        homework.load(path)
+    assert "reimplements names no_such_function, not functions of attnbook" in str(error.value)
+    assert "the solution uses softmax, which its task asks students to write themselves" in str(error.value)
+
+
+def test_the_plan_knows_which_names_are_functions(plan):
+    assert plan["functions"] == ["my_attention", "my_softmax"]
+    assert plan["names"]["by-hand"] == ["answer_a12", "answer_a21"]
 
 
 @pytest.mark.parametrize(("content", "words"), [
@@ -191,16 +204,19 @@ def test_unreadable_files_are_refused_with_a_reason(tmp_path, content, words):
     assert str(error.value).startswith(words)
 
 
-def test_a_missing_submissions_folder_is_refused(tmp_path):
+def test_a_missing_submissions_folder_is_refused(tmp_path, capsys):
     assert homework.main(["grade", HOMEWORK, str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 1
+    assert "submissions: " in capsys.readouterr().err
 
 
 def test_submissions_may_sit_in_one_folder_per_student(tmp_path):
     (tmp_path / "alice").mkdir()
     shutil.copy(SAMPLES / "correct.ipynb", tmp_path / "alice" / f"{HOMEWORK}.ipynb")
     shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "bob.ipynb")
-    assert [(student, path.name) for student, path in homework.submissions_in(tmp_path)] == [
-        ("bob", "bob.ipynb"), ("alice", f"{HOMEWORK}.ipynb")]
+    found, skipped = grading.submissions_in(tmp_path)
+    assert [(item["row"], item["path"].name) for item in found] == [
+        ("alice", f"{HOMEWORK}.ipynb"), ("bob", "bob.ipynb")]
+    assert skipped == []
 
 
 @pytest.mark.slow
@@ -211,44 +227,41 @@ def test_time_to_grade_one_hundred_submissions(tmp_path):
     for index in range(100):
         shutil.copy(SAMPLES / "correct.ipynb", folder / f"student_{index:03d}.ipynb")
     start = time.perf_counter()
-    results = homework.grade(HOMEWORK, folder, tmp_path / "out", timeout=10, jobs=2)
+    results, _ = grading.grade(HOMEWORK, folder, tmp_path / "out", timeout=10, jobs=2)
     seconds = time.perf_counter() - start
     print(f"\ngraded 100 submissions in {seconds:.1f} s ({seconds / 100:.2f} s each, 2 workers)")
     assert [r["total"] for r in results] == [10] * 100
 
 
 def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
-    monkeypatch.setattr(homework, "grade_submission", lambda *args: os._exit(3))  # inherited by the fork
-    [result] = homework.grade_in_workers(homework.grading_plan(HOMEWORK), [("ann", SAMPLES / "correct.ipynb")],
-                                         timeout=5, jobs=1, deadline=60)
-    assert result["student"] == "ann" and result["reason"] == "the grading worker died (exit code 3)"
+    monkeypatch.setattr(grading, "grade_submission", lambda *args: os._exit(3))  # inherited by the fork
+    [result] = grading.grade_in_workers(homework.grading_plan(HOMEWORK), [SAMPLES / "correct.ipynb"],
+                                        timeout=5, jobs=1, deadline=60)
+    assert result["reason"] == "the grading worker died (exit code 3)"
 
 
 def test_a_worker_past_its_deadline_is_stopped_and_the_next_one_still_runs(monkeypatch):
-    def hang_for_ann(plan, path, timeout, deadline):
+    def hang_for_correct(plan, path, timeout, deadline, slot, sandboxed):
         if path.stem == "correct":
             time.sleep(600)
         return {"student": path.stem, "points": {}, "feedback": [], "notes": [], "status": "graded",
                 "reason": "fine"}
 
-    monkeypatch.setattr(homework, "grade_submission", hang_for_ann)
-    found = [("ann", SAMPLES / "correct.ipynb"), ("bob", SAMPLES / "blank.ipynb")]
-    ann, bob = homework.grade_in_workers(homework.grading_plan(HOMEWORK), found, timeout=5, jobs=2, deadline=-59)
+    monkeypatch.setattr(grading, "grade_submission", hang_for_correct)
+    found = [SAMPLES / "correct.ipynb", SAMPLES / "blank.ipynb"]
+    ann, bob = grading.grade_in_workers(homework.grading_plan(HOMEWORK), found, timeout=5, jobs=2, deadline=-59)
     assert ann["reason"] == "grading took longer than 1 s and was stopped"
-    assert bob["student"] == "bob" and bob["reason"] == "fine"
+    assert bob["student"] == "blank" and bob["reason"] == "fine"
 
 
-def test_a_kernel_that_never_starts_gives_zero_with_a_reason_after_one_retry(monkeypatch):
-    attempts = []
+def test_a_sandbox_that_never_starts_gives_zero_with_a_reason(monkeypatch):
+    def no_sandbox(self):
+        raise OSError("bwrap vanished")
 
-    async def no_kernel(*args):
-        attempts.append(1)
-        raise RuntimeError("Kernel didn't respond in 60 seconds")
-
-    monkeypatch.setattr(homework, "_execute", no_kernel)
-    result = homework.grade_submission(homework.grading_plan(HOMEWORK), SAMPLES / "correct.ipynb")
-    assert len(attempts) == 2 and result["total"] == 0 and result["status"] == "error"
-    assert result["reason"] == "could not be run: RuntimeError: Kernel didn't respond in 60 seconds"
+    monkeypatch.setattr(sandbox.Session, "start", no_sandbox)
+    result = grading.grade_submission(homework.grading_plan(HOMEWORK), SAMPLES / "correct.ipynb")
+    assert result["total"] == 0 and result["status"] == "error"
+    assert result["reason"] == "could not be run: OSError: bwrap vanished"
 
 
 @pytest.mark.slow
@@ -264,15 +277,8 @@ def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tm
             if homework.role(cell) == "stub":
                 cell.source = solutions[cell.metadata["task"]]
         nbformat.write(notebook, folder / "solved.ipynb")
-        results = homework.grade(source.stem, folder, tmp_path / "out" / source.stem, timeout=10, jobs=2)
+        results, _ = grading.grade(source.stem, folder, tmp_path / "out" / source.stem, timeout=10, jobs=2)
         assert [(r["student"], r["total"]) for r in results] == [("blank", 0), ("solved", 10)], source.stem
-
-
-def test_a_student_name_that_comes_twice_gets_a_suffix(tmp_path):
-    (tmp_path / "alice").mkdir()
-    shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "alice.ipynb")
-    shutil.copy(SAMPLES / "blank.ipynb", tmp_path / "alice" / "second.ipynb")
-    assert [student for student, _ in homework.submissions_in(tmp_path)] == ["alice", "alice-2"]
 
 
 @pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--deadline", "-1"), ("--jobs", "0")])

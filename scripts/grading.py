@@ -1,0 +1,496 @@
+"""Grading submitted notebooks: the sandbox produces answers, the grader judges them.
+
+For each submission the grader starts a sandbox (scripts/sandbox.py) holding only the driver
+(scripts/sandbox_driver.py), and sends it the submitted code cells one by one. The hidden tests never
+enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
+stand-ins. Calling a stand-in function sends its inputs to the sandbox, where the student's function
+runs on them, and reads back the result as data (arrays, numbers, an exception's type and message);
+a stand-in value is read back the same way. The comparison with the reference (``attnbook.checks``,
+numpy) happens here, where the submission cannot patch it.
+
+Each submission runs in its own worker process, ``jobs`` at once; a worker that dies or overruns its
+deadline still gives a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import re
+import signal
+import time
+from pathlib import Path
+
+import sandbox
+import sandbox_driver
+from homework import (HomeworkError, _first_line, _number, defined_names, grading_plan, package_references,
+                      read_submission)
+
+CELL_TIMEOUT_S = 10
+DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
+MAX_RESTARTS = 5  # kernels a submission may kill or hang before the rest of it is not run
+SPREADSHEET_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+
+# --- a submission -------------------------------------------------------------------------------------
+
+
+def claims_hidden_test(cell, hidden_ids: set[str]) -> bool:
+    """A submitted cell that looks like a hidden test (tag, points, grade_id or nbgrader grade flag)."""
+    metadata = cell.get("metadata", {})
+    tags = metadata.get("tags", [])
+    nbgrader = metadata.get("nbgrader", {})
+    return ("hidden-test" in tags or "points" in metadata or metadata.get("grade_id") in hidden_ids
+            or (isinstance(nbgrader, dict) and nbgrader.get("grade") is True))
+
+
+def submitted_cells(notebook, plan: dict) -> tuple[list, list[str]]:
+    """The cells the sandbox runs (claimed hidden tests dropped), and notes for the feedback."""
+    hidden_ids = {test["grade_id"] for test in plan["hidden"]}
+    notes: list[str] = []
+    cells = []
+    for cell in notebook.cells:
+        if cell.cell_type not in ("code", "markdown"):
+            continue
+        if claims_hidden_test(cell, hidden_ids):
+            notes.append("a submitted cell that claimed to be a hidden test was removed")
+            continue
+        cells.append(cell)
+    defined: set[str] = set()
+    for cell in cells:
+        if cell.cell_type == "code":
+            defined |= defined_names(cell.source)
+    for task in plan["tasks"]:
+        missing = [n for n in plan["names"][task] if n not in defined]
+        if missing:
+            notes.append(f"no cell defines {', '.join(missing)} (deleted or renamed?)")
+    notes += package_uses(cells, plan)
+    return cells, list(dict.fromkeys(notes))
+
+
+def package_uses(cells: list, plan: dict) -> list[str]:
+    """Notes on the attnbook functions a submission uses where its task asks for its own code.
+
+    Read from the submitted source, here in the grader (the sandbox cannot hide a use from it); cells
+    identical to the handout's setup and public checks are not counted. The grade does not change:
+    the note tells the student and the instructor, who decides.
+    """
+    stub_names = {name for names in plan["names"].values() for name in names}
+    handout = {source.strip() for source in plan["handout"]}
+    notes = []
+    for task, forbidden in plan["reimplements"].items():
+        cells_using: dict[str, list[int]] = {}
+        for index, cell in enumerate(cells):
+            if cell.cell_type != "code" or cell.source.strip() in handout:
+                continue
+            for name in package_references(cell.source, set(forbidden), stub_names):
+                cells_using.setdefault(name, []).append(index)
+        for name, indices in sorted(cells_using.items()):
+            where = ", ".join(str(i) for i in indices)
+            notes.append(f"task {task} asks you to write {name} yourself, and your code uses attnbook's "
+                         f"{name} (cell {where}); the grade does not change, your instructor may look at it")
+    return notes
+
+
+class Runner:
+    """The submission's cells in a sandbox, restarted (and the clean cells run again) when it dies or hangs."""
+
+    def __init__(self, cells: list, timeout: float, deadline: float, slot: int, sandboxed: bool):
+        self.cells, self.timeout = cells, timeout
+        self.deadline = time.monotonic() + deadline
+        self.session = sandbox.Session(slot, sandboxed, cpu_seconds=deadline)
+        self.ran_cleanly: list[int] = []
+        self.notes: list[str] = []
+        self.restarts = 0
+
+    def _run(self, index: int) -> dict:
+        source = self.cells[index].source
+        return self.session.request({"op": "run", "source": source, "timeout": self.timeout},
+                                    self.timeout + sandbox.GRACE_S)
+
+    def restart(self) -> None:
+        """A fresh sandbox that has run again the cells that had run cleanly."""
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS:
+            raise sandbox.SandboxDied(f"the kernel was restarted {MAX_RESTARTS} times; the rest was not run")
+        self.session.start()
+        for index in self.ran_cleanly:
+            self._run(index)
+
+    def run_cells(self) -> None:
+        self.session.start()
+        for index, cell in enumerate(self.cells):
+            if cell.cell_type != "code":
+                continue
+            if time.monotonic() > self.deadline:
+                self.notes.append(f"grading stopped at cell {index}: the submission ran out of time")
+                return
+            try:
+                status = self._run(index)
+            except sandbox.SandboxDied as died:
+                if died.timed_out:
+                    self.notes.append(f"cell {index}: the cell ran longer than {self.timeout:g} s and was "
+                                      "interrupted; the kernel ignored the interrupt and was restarted")
+                else:
+                    self.notes.append(f"cell {index}: {died.reason}; it was restarted")
+                self.restart()
+                continue
+            if status.get("ok") is True:
+                self.ran_cleanly.append(index)
+            elif status.get("ename") == "KeyboardInterrupt":
+                self.notes.append(f"cell {index}: the cell ran longer than {self.timeout:g} s and was interrupted")
+            else:
+                ename = status.get("ename")
+                named = ename if isinstance(ename, str) and sandbox_driver.NAME.fullmatch(ename) else "an exception"
+                self.notes.append(f"cell {index} raised {named}")
+
+    def defined(self, names: list[str]) -> dict[str, bool]:
+        try:
+            answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)
+        except sandbox.SandboxDied:  # once more, in a fresh sandbox
+            self.restart()
+            answer = self.session.request({"op": "names", "names": names}, self.timeout + sandbox.GRACE_S)
+        found = answer.get("defined")
+        if not isinstance(found, dict):
+            raise sandbox.SandboxDied("the kernel sent an answer the grader cannot read")
+        return {name: found[name] is True for name in names if name in found}
+
+    def value(self, name: str):
+        answer = self.session.request({"op": "get", "name": name, "timeout": self.timeout},
+                                      self.timeout + sandbox.GRACE_S)
+        return sandbox_driver.decode(answer.get("value"))
+
+    def remote(self, name: str):
+        """A function that calls the submission's ``name`` in the sandbox on copies of its inputs."""
+        def call(*args, **kwargs):
+            if time.monotonic() > self.deadline:
+                raise TimeoutError("the submission ran out of time")
+            request = {"op": "call", "name": name, "args": [sandbox_driver.encode(a) for a in args],
+                       "kwargs": {k: sandbox_driver.encode(v) for k, v in kwargs.items()}, "timeout": self.timeout}
+            try:
+                answer = self.session.request(request, self.timeout + sandbox.GRACE_S)
+            except sandbox.SandboxDied as died:
+                self.restart()
+                if died.timed_out:
+                    raise TimeoutError(f"{name} ran longer than {self.timeout:g} s") from None
+                raise RuntimeError(f"{name}: {died.reason}") from None
+            if set(answer) == {"raised"}:
+                raise sandbox_driver.exception_from(answer["raised"])
+            if set(answer) != {"value"}:
+                raise ValueError(f"{name} gave an answer the grader cannot read")
+            try:
+                return sandbox_driver.decode(answer["value"])
+            except sandbox_driver.WireError as error:
+                raise ValueError(f"{name} returned a value the grader cannot read ({error})") from None
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def namespace(self, plan: dict) -> dict:
+        """What the hidden tests see: stand-ins for every name the submission defines."""
+        wanted = sorted({name for names in plan["names"].values() for name in names})
+        found = self.defined(wanted)
+        space: dict = {"__name__": "hidden_test"}
+        for name, is_callable in found.items():
+            if is_callable and name in plan["functions"]:
+                space[name] = self.remote(name)
+            else:
+                try:
+                    space[name] = self.value(name)
+                except sandbox_driver.WireError:
+                    space[name] = sandbox_driver.Unreadable("value")
+                except sandbox.SandboxDied as died:  # too large to send in time, say: the value is lost
+                    space[name] = sandbox_driver.Unreadable(f"value ({died.reason})")
+                    self.restart()
+        return space
+
+
+def run_hidden_test(test: dict, space: dict) -> tuple[bool, str, str]:
+    """Run a hidden test here, in the grader; returns (passed, what it printed, the error that stopped it)."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(test["source"], f"<hidden test {test['grade_id']}>", "exec"), dict(space))
+    except Exception as error:  # an assertion, or the student's error coming back as data
+        return False, printed.getvalue()[-2000:], _first_line(f"{type(error).__name__}: {error}".strip(": "))
+    return True, printed.getvalue()[-2000:], ""
+
+
+def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, deadline: float = DEADLINE_S,
+                     slot: int = 0, sandboxed: bool = True) -> dict:
+    """Grade one file; never raises: a file that cannot be run gets 0 points and a reason."""
+    started = time.monotonic()
+    result = {"student": path.stem, "file": path.name, "points": {}, "feedback": [], "notes": []}
+    for test in plan["hidden"]:
+        result["points"][test["grade_id"]] = 0
+    runner = None
+    try:
+        notebook = read_submission(path)
+        cells, notes = submitted_cells(notebook, plan)
+        result["notes"].extend(notes)
+        runner = Runner(cells, timeout, deadline, slot, sandboxed)
+        runner.run_cells()
+        space = runner.namespace(plan)
+        for test in plan["hidden"]:
+            passed, output, error = run_hidden_test(test, space)
+            result["points"][test["grade_id"]] = test["points"] if passed else 0
+            result["feedback"].append({"grade_id": test["grade_id"], "passed": passed,
+                                       "points": result["points"][test["grade_id"]], "max": test["points"],
+                                       "output": output, "error": error})
+        result["notes"].extend(runner.notes)
+        result["status"] = "graded"
+    except HomeworkError as error:
+        result["status"] = "invalid"
+        result["reason"] = str(error)
+    except sandbox.SandboxDied as died:
+        result["notes"].extend(runner.notes if runner else [])
+        result["status"] = "error"
+        result["reason"] = f"could not be run: {died.reason}"
+    except Exception as error:  # a sandbox that would not start, and anything else: a reason, not a crash
+        result["status"] = "error"
+        result["reason"] = f"could not be run: {type(error).__name__}: {_first_line(error, 200)}"
+    finally:
+        if runner is not None:
+            runner.session.stop()
+    result["seconds"] = round(time.monotonic() - started, 2)
+    return _finish_result(result, plan)
+
+
+def _finish_result(result: dict, plan: dict) -> dict:
+    result["total"] = sum(result["points"].values())
+    result["max_total"] = sum(test["points"] for test in plan["hidden"])
+    if result.get("status") == "graded":
+        failed = [f["grade_id"] for f in result["feedback"] if not f["passed"]]
+        count = len(plan["hidden"])
+        summary = (f"all {count} hidden tests passed" if not failed
+                   else f"{len(failed)} of {count} hidden tests failed ({', '.join(failed)})")
+        result["reason"] = "; ".join([summary] + list(dict.fromkeys(result["notes"])))
+    return result
+
+
+# --- a folder of submissions --------------------------------------------------------------------------
+
+
+def submissions_in(folder: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Every notebook under ``folder``, at any depth, and every other file with the reason it is skipped.
+
+    A notebook is a file whose name ends in ``.ipynb`` in any case. Its student is the file's name
+    without the suffix when it sits in ``folder`` itself, else the name of the top folder it sits in
+    (one folder per student). Two files of one student are both kept, each on its own row named by its
+    path, and marked as a collision: nothing is merged or overwritten.
+    """
+    found: list[dict] = []
+    skipped: list[tuple[str, str]] = []
+    for path in sorted((p for p in folder.rglob("*") if p.is_file() or p.is_symlink()),
+                       key=lambda p: p.relative_to(folder).as_posix()):
+        relative = path.relative_to(folder).as_posix()
+        if any(part == ".ipynb_checkpoints" for part in path.relative_to(folder).parts):
+            skipped.append((relative, "a Jupyter checkpoint, not a submission"))
+        elif path.is_symlink():
+            skipped.append((relative, "a symbolic link; submit the notebook itself"))
+        elif not path.name.lower().endswith(".ipynb"):
+            skipped.append((relative, "not a notebook (.ipynb)"))
+        else:
+            parts = path.relative_to(folder).parts
+            student = path.name[: -len(".ipynb")] if len(parts) == 1 else parts[0]
+            found.append({"student": student, "path": path, "relative": relative})
+    counts: dict[str, list[str]] = {}
+    for item in found:
+        counts.setdefault(item["student"], []).append(item["relative"])
+    for item in found:
+        others = counts[item["student"]]
+        item["collision"] = others if len(others) > 1 else []
+        item["row"] = item["relative"] if item["collision"] else item["student"]
+    return found, skipped
+
+
+def _free_slot(busy: set[int]) -> int:
+    slot = 0
+    while slot in busy:
+        slot += 1
+    return slot
+
+
+def _worker(connection, plan: dict, path: Path, timeout: float, deadline: float, slot: int, sandboxed: bool):
+    """The body of one grading process: grade a file, send the result back, exit."""
+    def stop(signum, frame):  # the parent's SIGTERM: unwind, so that the sandbox is stopped
+        raise SystemExit(f"stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    result = grade_submission(plan, path, timeout, deadline, slot, sandboxed)
+    connection.send(result)
+    connection.close()
+
+
+def _failed(path: Path, reason: str) -> dict:
+    return {"file": path.name, "status": "error", "points": {}, "feedback": [], "notes": [], "reason": reason}
+
+
+def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, deadline: float,
+                     sandboxed: bool = True) -> list[dict]:
+    """Grade each file in its own forked process, ``jobs`` at once; each worker has its own sandbox slot.
+
+    A worker that overruns ``deadline`` (plus a margin for starting and stopping its sandbox) is sent
+    SIGTERM, then SIGKILL. A worker that dies gives a row with a reason.
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("fork")  # the parent's imports are reused: no start-up per file
+    results: dict[int, dict] = {}
+    pending = list(enumerate(paths))
+    running: dict = {}  # the connection a worker sends its result on -> (index, process, started, slot)
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            index, path = pending.pop(0)
+            slot = _free_slot({entry[3] for entry in running.values()})
+            receive, send = context.Pipe(duplex=False)
+            process = context.Process(target=_worker, args=(send, plan, path, timeout, deadline, slot, sandboxed),
+                                      daemon=True)
+            process.start()
+            send.close()  # the worker holds the only sending end: its exit makes the connection readable
+            running[receive] = (index, process, time.monotonic(), slot)
+        for receive in wait(list(running), timeout=1.0):  # a result, or the end of a worker that sent none
+            index, process, _, _ = running.pop(receive)
+            try:
+                results[index] = receive.recv()
+            except (EOFError, OSError):
+                process.join()
+                results[index] = _failed(paths[index], f"the grading worker died (exit code {process.exitcode})")
+            receive.close()
+            process.join()
+        for receive, (index, process, started, _) in list(running.items()):
+            if time.monotonic() - started > deadline + 60:
+                process.terminate()
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+                del running[receive]
+                receive.close()
+                results[index] = _failed(paths[index], f"grading took longer than {deadline + 60:g} s and was stopped")
+    return [results[index] for index in range(len(paths))]
+
+
+def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CELL_TIMEOUT_S, jobs: int = 2,
+          deadline: float = DEADLINE_S, sandboxed: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Grade every submission in a folder; write ``grades.csv``, ``feedback/`` and ``skipped.csv`` to ``out``.
+
+    Returns the results (one per notebook, ``row`` names its CSV row) and the skipped files.
+    """
+    plan = grading_plan(homework_name)
+    if not submissions.is_dir():
+        raise HomeworkError(f"submissions: {submissions} is not a folder of submitted notebooks")
+    for name, value in (("timeout", timeout), ("deadline", deadline)):
+        if not value > 0:
+            raise HomeworkError(f"{name} must be a positive number of seconds, got {value!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise HomeworkError(f"jobs must be a positive integer, got {jobs!r}")
+    found, skipped = submissions_in(submissions)
+    if not found:
+        listed = f" ({len(skipped)} other file(s) skipped: {skipped[0][0]}: {skipped[0][1]}...)" if skipped else ""
+        raise HomeworkError(f"submissions: no notebook (*.ipynb) in {submissions}{listed}")
+    if sandboxed:
+        try:
+            sandbox.probe()
+        except sandbox.SandboxError as error:
+            raise HomeworkError(f"cannot isolate the submissions, so nothing was graded: {error}. Install "
+                                f"bubblewrap ({sandbox.INSTALL_HINT}), or, knowing that every submission then "
+                                "runs with your rights and can change the grades, pass --unsafe-no-sandbox "
+                                "(make grade ... UNSAFE_NO_SANDBOX=1)") from None
+    out.mkdir(parents=True, exist_ok=True)
+    results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed)
+    names = feedback_names([item["row"] for item in found])
+    for item, result in zip(found, results):
+        result["student"] = item["row"]
+        result["file"] = item["relative"]
+        result["feedback_file"] = names[item["row"]]
+        for test in plan["hidden"]:
+            result["points"].setdefault(test["grade_id"], 0)
+        if item["collision"]:
+            note = (f"name collision: {len(item['collision'])} submissions for {item['student']} "
+                    f"({', '.join(item['collision'])}); each is graded on its own row")
+            result["notes"].append(note)
+            result["reason"] = f"{note}; {result['reason']}"
+        result["total"] = sum(result["points"].values())
+        result["max_total"] = sum(test["points"] for test in plan["hidden"])
+    write_csv(out / "grades.csv", plan, results)
+    write_skipped(out / "skipped.csv", skipped)
+    feedback = out / "feedback"
+    feedback.mkdir(exist_ok=True)
+    for result in results:
+        (feedback / result["feedback_file"]).write_text(feedback_markdown(plan, result), encoding="utf-8")
+    return results, skipped
+
+
+def feedback_names(rows: list[str]) -> dict[str, str]:
+    """A distinct, safe file name for each row: ``<row>.md``, with unsafe characters replaced.
+
+    Names that would clash (also when only their case differs) get a short hash of the row.
+    """
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for row in rows:
+        safe = re.sub(r"[^\w.-]", "_", row).lstrip(".") or "_"
+        name = f"{safe}.md"
+        if name.lower() in taken:
+            name = f"{safe}-{hashlib.sha1(row.encode()).hexdigest()[:8]}.md"
+        taken.add(name.lower())
+        names[row] = name
+    return names
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A CSV cell a spreadsheet program shows as text: one starting with = + - @ tab or CR gets a quote."""
+    return "'" + cell if cell.startswith(SPREADSHEET_TRIGGERS) else cell
+
+
+def write_csv(path: Path, plan: dict, results: list[dict]) -> None:
+    ids = [test["grade_id"] for test in plan["hidden"]]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", *ids, "total", "max", "reason"])
+        for result in sorted(results, key=lambda r: r["student"]):
+            row = [result["student"], *(_number(result["points"].get(i, 0)) for i in ids),
+                   _number(result["total"]), _number(result["max_total"]), result["reason"]]
+            writer.writerow([spreadsheet_safe(str(cell)) for cell in row])
+
+
+def write_skipped(path: Path, skipped: list[tuple[str, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["file", "reason"])
+        for relative, reason in skipped:
+            writer.writerow([spreadsheet_safe(relative), reason])
+
+
+def feedback_markdown(plan: dict, result: dict) -> str:
+    """Per-student feedback: the score, each question's points and, for failures, what the tests said."""
+    lines = [f"# Feedback: {plan['homework']} for {result['student']}", "",
+             f"**Score: {_number(result['total'])} / {_number(result['max_total'])}**", ""]
+    if result.get("status") != "graded":
+        lines += [f"Your notebook could not be graded: {result['reason'].rstrip('.')}.", "",
+                  "Every question scores 0. Check that you submitted the .ipynb file from Jupyter, saved, "
+                  "and that it opens there.", ""]
+        return "\n".join(lines)
+    lines += ["| question | points | result |", "| --- | --- | --- |"]
+    for item in result["feedback"]:
+        verdict = "passed" if item["passed"] else "failed"
+        lines.append(f"| {item['grade_id']} | {_number(item['points'])} / {_number(item['max'])} | {verdict} |")
+    lines.append("")
+    failures = [item for item in result["feedback"] if not item["passed"]]
+    for item in failures:
+        lines += [f"## {item['grade_id']}", ""]
+        said = [line for line in item["output"].splitlines() if line.strip()]
+        if said:
+            lines += ["The checks said:", "", "```text", *said, "```", ""]
+        repeated = item["error"].removeprefix("AssertionError: ")
+        if item["error"] and not any(repeated in line for line in said):
+            lines += [f"The test stopped with: `{item['error']}`", ""]
+    if result["notes"]:
+        lines += ["## Notes", ""] + [f"- {note}" for note in dict.fromkeys(result["notes"])] + [""]
+    if not failures:
+        lines += ["Every hidden test passed. Well done.", ""]
+    return "\n".join(lines)

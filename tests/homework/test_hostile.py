@@ -1,0 +1,216 @@
+"""Hostile submissions: what the attacks of issue #12 achieve against the sandboxed grader (nothing).
+
+tests/homework/submissions/hostile/ (written by make_submissions.py) holds one submission per attack,
+and the file names that used to confuse grading. The module copies them, with two honest students
+graded before and after them, into a fresh folder, records hashes of the package and of every
+submission, and runs the real command once, in the sandbox, with a canary variable in its environment.
+The tests then check the outcome of each attack: the honest students' grades, what reached any
+feedback, the processes left, the package and the submissions on disk, and grades.csv after the end.
+
+Never run these submissions with --unsafe-no-sandbox: one of them kills every process it may signal.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import grading
+import homework
+import sandbox
+from homework_support import HERE, SAMPLES
+
+HOMEWORK = "hw_scaled_dot_product_attention"
+HOSTILE = HERE / "submissions" / "hostile"
+TIMEOUT_S = 5
+RUN_BOUND_S = 600
+MARKER = "attnbook-hostile-background"
+HONEST = ("aaa_honest", "zzz_honest")  # graded first and last: before and after every attack
+
+# row -> (total, words its reason must hold)
+EXPECTED = {
+    "aaa_honest": (10, ["all 8 hidden tests passed"]),
+    "zzz_honest": (10, ["all 8 hidden tests passed"]),
+    "rewrite_grades": (10, ["all 8 hidden tests passed"]),
+    "kills_grader": (10, ["all 8 hidden tests passed", "cell 3 raised ProcessLookupError"]),  # nothing to kill
+    "corrupts_others": (10, ["all 8 hidden tests passed"]),
+    "patches_package": (10, ["all 8 hidden tests passed"]),
+    "background_process": (10, ["all 8 hidden tests passed"]),
+    "input_transformer": (0, ["8 of 8 hidden tests failed"]),
+    "monkeypatches_checks": (0, ["8 of 8 hidden tests failed"]),
+    "leaks": (4, ["4 of 8 hidden tests failed (softmax-values, softmax-stable, attention-values, "
+                  "attention-heads-and-stability)"]),
+    '=HYPERLINK("http:__example.com","10 points")': (10, ["all 8 hidden tests passed"]),
+    "dup.ipynb": (10, ["name collision: 2 submissions for dup (dup.ipynb, dup/hw.ipynb)"]),
+    "dup/hw.ipynb": (10, ["name collision: 2 submissions for dup (dup.ipynb, dup/hw.ipynb)"]),
+    "dup-2": (10, ["all 8 hidden tests passed"]),
+    "deep": (10, ["all 8 hidden tests passed"]),
+    "UPPER": (10, ["all 8 hidden tests passed"]),
+}
+
+
+def digest(paths) -> dict[str, str]:
+    return {str(path): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(paths)}
+
+
+def package_files() -> list[Path]:
+    import attnbook
+    import numpy
+
+    return [p for folder in (Path(attnbook.__file__).parent, Path(numpy.__file__).parent)
+            for p in folder.glob("*.py")]
+
+
+def sandbox_processes() -> list[str]:
+    """Processes of the sandbox uids, or with the background attack's marker in their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            uid = int((entry / "status").read_text().split("\nUid:")[1].split()[0])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if sandbox.BASE_UID <= uid < sandbox.BASE_UID + 64 or MARKER in cmdline:
+            found.append(f"{entry.name} (uid {uid}): {cmdline[:120]}")
+    return found
+
+
+def wait_until(condition, bound_s: float, message: str):
+    """Poll ``condition`` until it returns something true; fail with ``message`` after ``bound_s``."""
+    stop = time.monotonic() + bound_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > stop:
+            pytest.fail(f"{message} (waited {bound_s:g} s)")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    """Grade the hostile folder once; returns what the tests inspect."""
+    root = tmp_path_factory.mktemp("hostile")
+    folder, out = root / "submissions", root / "out"
+    shutil.copytree(HOSTILE, folder)
+    for name in HONEST:
+        shutil.copy(SAMPLES / "correct.ipynb", folder / f"{name}.ipynb")
+    submissions_before = digest(p for p in folder.rglob("*") if p.is_file())
+    package_before = digest(package_files())
+    canary = f"canary-{secrets.token_hex(8)}"
+    env = dict(os.environ, ATTNBOOK_CANARY=canary)
+    command = [sys.executable, str(homework.ROOT / "scripts" / "homework.py"), "grade", HOMEWORK, str(folder),
+               str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=RUN_BOUND_S, env=env)
+    assert finished.returncode == 0, f"the grader failed:\n{finished.stdout[-2000:]}\n{finished.stderr[-2000:]}"
+    csv_right_after = (out / "grades.csv").read_bytes()
+    feedback_right_after = digest((out / "feedback").iterdir())
+    left = wait_until(lambda: not sandbox_processes() and ["none"], 15,
+                      f"sandbox processes are still running after the grader exited: {sandbox_processes()}")
+    with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return {"folder": folder, "out": out, "rows": rows, "stdout": finished.stdout, "canary": canary,
+            "submissions_before": submissions_before, "package_before": package_before, "left": left,
+            "csv_right_after": csv_right_after, "feedback_right_after": feedback_right_after}
+
+
+def feedback_texts(attacked) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in (attacked["out"] / "feedback").iterdir()}
+
+
+def row(attacked, name: str) -> dict:
+    rows = attacked["rows"]
+    key = "'" + name if name.startswith(grading.SPREADSHEET_TRIGGERS) else name
+    assert key in rows, f"no row {key!r} in grades.csv; rows: {sorted(rows)}"
+    return rows[key]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_submission_gets_its_expected_total_and_reason(attacked, name):
+    total, reasons = EXPECTED[name]
+    found = row(attacked, name)
+    assert int(found["total"]) == total, found["reason"]
+    for words in reasons:
+        assert words in found["reason"], found["reason"]
+
+
+def test_every_submission_maps_to_exactly_one_row(attacked):
+    notebooks = [p for p in attacked["folder"].rglob("*") if p.name.lower().endswith(".ipynb")]
+    assert len(attacked["rows"]) == len(notebooks) == len(EXPECTED)
+
+
+def test_the_grader_process_survived_and_printed_its_summary(attacked):
+    assert attacked["stdout"].splitlines()[-1].startswith(f"graded {len(EXPECTED)} submission(s) in ")
+
+
+def test_no_sandbox_process_outlives_grading(attacked):
+    assert attacked["left"] == ["none"] and sandbox_processes() == []
+
+
+def test_grades_and_feedback_are_not_changed_after_the_grader_finished(attacked):
+    """The detached rewriter had 120 s to run; every sandbox process is gone now, so the files are final."""
+    assert (attacked["out"] / "grades.csv").read_bytes() == attacked["csv_right_after"]
+    assert digest((attacked["out"] / "feedback").iterdir()) == attacked["feedback_right_after"]
+    assert not any("HACKED" in text for text in feedback_texts(attacked).values())
+
+
+def test_package_files_are_unchanged(attacked):
+    assert digest(package_files()) == attacked["package_before"]
+
+
+def test_no_submission_was_changed_on_disk(attacked):
+    assert digest(p for p in attacked["folder"].rglob("*") if p.is_file()) == attacked["submissions_before"]
+
+
+def test_the_leaking_student_saw_nothing_to_leak(attacked):
+    """The attack ran (its messages are in its feedback) and found no canary, no grader, no source, no notebook."""
+    text = feedback_texts(attacked)["leaks.md"]
+    assert "my_softmax raised ValueError: LEAK canary={} n_env=" in text, text
+    # the only other process it sees is the sandbox's PID 1, whose command line is the driver's
+    others = text.split("others=[", 1)[1].split("]", 1)[0]
+    assert others.count("'") == 2 and others.endswith(" sandbox_driver.py '"), text  # one process: the driver's
+    assert "homework.py" not in text, text  # the grader's command line
+    assert "my_attention raised ValueError: LEAK source=FileNotFoundError notebooks=[]" in text, text
+
+
+def test_nothing_secret_reaches_any_feedback(attacked):
+    hidden_lines = [line.strip() for test in homework.grading_plan(HOMEWORK)["hidden"]
+                    for line in test["source"].splitlines() if len(line.strip()) > 25]
+    others = {p.name for p in attacked["folder"].rglob("*.ipynb")}
+    for name, text in feedback_texts(attacked).items():
+        if name in ("dup.ipynb.md", "dup_hw.ipynb.md"):  # the student's own two files, named by the collision
+            text = text.replace("dup.ipynb", "").replace("dup/hw.ipynb", "")
+        assert attacked["canary"] not in text and "ATTNBOOK_CANARY" not in text, name
+        assert str(attacked["out"]) not in text and str(attacked["folder"]) not in text, name
+        assert not [line for line in hidden_lines if line in text], name
+        assert not [other for other in others if other in text], name
+
+
+def test_a_formula_as_a_name_is_escaped_in_the_csv(attacked):
+    raw = (attacked["out"] / "grades.csv").read_text(encoding="utf-8")
+    assert "\n\"'=HYPERLINK(\"\"http:__example.com\"\",\"\"10 points\"\")\"," in raw
+    assert "\n=" not in raw and "\n\"=" not in raw
+
+
+def test_colliding_names_get_rows_and_feedback_files_of_their_own(attacked):
+    names = sorted(feedback_texts(attacked))
+    dup = [n for n in names if n.startswith("dup")]
+    assert dup == ["dup-2.md", "dup.ipynb.md", "dup_hw.ipynb.md"], names
+    assert "for dup/hw.ipynb" in feedback_texts(attacked)["dup_hw.ipynb.md"]
+
+
+def test_skipped_files_are_listed_with_the_reason(attacked):
+    assert "skipped notes.txt: not a notebook (.ipynb)" in attacked["stdout"]
+    listed = (attacked["out"] / "skipped.csv").read_text(encoding="utf-8").splitlines()
+    assert listed == ["file,reason", "notes.txt,not a notebook (.ipynb)"]
