@@ -150,8 +150,27 @@ def spawn(options: list[str], program: list[str], **popen) -> subprocess.Popen:
             os.close(write)
 
 
+def _user_process_count() -> int:
+    """How many processes this user runs now (what RLIMIT_NPROC compares against)."""
+    uid, count = os.geteuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except FileNotFoundError:  # ended while we looked
+                pass
+    return count
+
+
 def _limits(cpu_seconds: float, sandboxed: bool):
-    """Resource limits for the child before it becomes bwrap (or the driver); inherited inside."""
+    """Resource limits for the child before it becomes bwrap (or the driver); inherited inside.
+
+    The process limit counts every process of the sandbox's uid. As root each sandbox has a uid of its
+    own, so it may hold ``PROCESSES``; as another user the sandbox shares the grader's uid, so it may add
+    ``PROCESSES`` to what that user runs when it starts.
+    """
+    processes = PROCESSES if os.geteuid() == 0 else _user_process_count() + PROCESSES
+
     def apply() -> None:
         os.setsid()  # its own process group: the grader stops the whole group
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
@@ -160,8 +179,8 @@ def _limits(cpu_seconds: float, sandboxed: bool):
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
         resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if sandboxed and os.geteuid() == 0:  # a uid of its own: the limit counts this sandbox only
-            resource.setrlimit(resource.RLIMIT_NPROC, (PROCESSES, PROCESSES))
+        if sandboxed:
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     return apply
 
 

@@ -152,5 +152,6 @@ def _attnbook_perturbation_setup():
         setattr(_np.random, name, nudged(getattr(_np.random, name)))
 
 
-_attnbook_perturbation_setup()
-del _attnbook_perturbation_setup
+if __name__ == "__main__":  # in the kernel, as its first cell; importing this file (pytest does) does nothing
+    _attnbook_perturbation_setup()
+    del _attnbook_perturbation_setup
