@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urlparse
 
 import pytest
+import yaml
 
 from site_support import HTML, ROOT, toc_pages
 
@@ -143,3 +144,17 @@ def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
         assert f"chapters/{notebook.name}" in names
     assert {"requirements.txt", "code/pyproject.toml", "code/src/attnbook/__init__.py"} <= names
     assert 'href="../attention-computed-notebooks.zip"' in read("chapters/intro.html")
+
+
+# --- publication: licence note, base URL, canonical links, sitemap, logo, favicon, the PDF ---
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_footer_says_which_licence_applies_to_text_and_to_code(page):
+    html = read(page)
+    note = re.search(r'<p class="licence-note">(.*?)</p>', html, flags=re.DOTALL)
+    assert note, f"{page} has no licence note in its footer"
+    links = dict((text, href) for href, text in re.findall(r'<a rel="license" href="([^"]+)">([^<]+)</a>', note.group(1)))
+    assert links["CC BY 4.0"].endswith("/LICENSES/CC-BY-4.0.txt") and links["MIT"].endswith("/LICENSE")
+    assert (ROOT / "LICENSES" / "CC-BY-4.0.txt").is_file() and (ROOT / "LICENSE").is_file()
