@@ -148,6 +148,8 @@ def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
 
 # --- publication: licence note, base URL, canonical links, sitemap, logo, favicon, the PDF ---
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+BASE_URL = CONFIG["html"]["baseurl"]
+CANONICAL = re.compile(r'<link rel="canonical" href="([^"]*)"')
 
 
 @pytest.mark.parametrize("page", toc_pages())
@@ -158,3 +160,26 @@ def test_page_footer_says_which_licence_applies_to_text_and_to_code(page):
     links = dict((text, href) for href, text in re.findall(r'<a rel="license" href="([^"]+)">([^<]+)</a>', note.group(1)))
     assert links["CC BY 4.0"].endswith("/LICENSES/CC-BY-4.0.txt") and links["MIT"].endswith("/LICENSE")
     assert (ROOT / "LICENSES" / "CC-BY-4.0.txt").is_file() and (ROOT / "LICENSE").is_file()
+
+
+def test_base_url_is_the_github_pages_address_of_the_repository():
+    owner, name = urlparse(CONFIG["repository"]["url"]).path.strip("/").split("/")
+    assert BASE_URL == f"https://{owner}.github.io/{name}/"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_one_canonical_link_under_the_base_url(page):
+    assert CANONICAL.findall(read(page)) == [BASE_URL + page]
+
+
+def test_sitemap_lists_exactly_the_pages_of_the_book_by_their_canonical_address():
+    from xml.etree import ElementTree
+
+    namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
+    root = ElementTree.parse(HTML / "sitemap.xml").getroot()
+    assert root.tag == f"{{{namespace['s']}}}urlset"
+    listed = [loc.text for loc in root.findall("s:url/s:loc", namespace)]
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(BASE_URL + page for page in toc_pages())
+    for url in listed:
+        assert CANONICAL.findall(read(url.removeprefix(BASE_URL))) == [url]
