@@ -183,3 +183,23 @@ def test_sitemap_lists_exactly_the_pages_of_the_book_by_their_canonical_address(
     assert sorted(listed) == sorted(BASE_URL + page for page in toc_pages())
     for url in listed:
         assert CANONICAL.findall(read(url.removeprefix(BASE_URL))) == [url]
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_the_favicon_and_the_logo_with_alt_text_naming_the_book(page):
+    html = read(page)
+    icons = re.findall(r'<link rel="icon" href="([^"]+)"', html)
+    assert len(icons) == 1 and (HTML / page).parent.joinpath(icons[0]).resolve() == HTML / "_static" / "logo.svg"
+    logos = re.findall(r'<img src="([^"]+)" class="logo__image[^"]*" alt="([^"]*)"', html)
+    assert logos, f"{page} shows no logo"
+    for src, alt in logos:
+        assert (HTML / page).parent.joinpath(src).resolve() == HTML / "_static" / "logo.svg"
+        assert CONFIG["title"] in alt, alt
+
+
+def test_logo_is_an_svg_drawing():
+    from xml.etree import ElementTree
+
+    root = ElementTree.parse(HTML / "_static" / "logo.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert len(root.findall("{http://www.w3.org/2000/svg}rect")) > 5
