@@ -78,3 +78,59 @@ def test_changelog_follows_keep_a_changelog_and_matches_the_version():
     headings = set(re.findall(r"^### (\w+)$", changelog, flags=re.MULTILINE))
     assert headings <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, headings
 
+
+# --- the PDF on the website: `make publish` puts it where every page's download menu links ---
+def test_publish_copies_the_pdf_to_the_site_root(tmp_path):
+    from book_pdf import PDF_NAME, copy_pdf_into_site
+
+    pdf, site = tmp_path / "book.pdf", tmp_path / "html"
+    site.mkdir()
+    pdf.write_bytes(b"%PDF-1.5\n% a stand-in for the built book\n")
+    assert copy_pdf_into_site(pdf, site) == site / PDF_NAME
+    assert (site / PDF_NAME).read_bytes() == pdf.read_bytes()
+    assert PDF_NAME == "attention-computed.pdf"
+
+
+def test_publish_refuses_a_missing_pdf_or_one_that_is_not_a_pdf(tmp_path):
+    from book_pdf import copy_pdf_into_site
+
+    with pytest.raises(FileNotFoundError, match="make pdf"):
+        copy_pdf_into_site(tmp_path / "missing.pdf", tmp_path)
+    (tmp_path / "page.pdf").write_text("<html>not a pdf</html>")
+    with pytest.raises(ValueError, match="not a PDF"):
+        copy_pdf_into_site(tmp_path / "page.pdf", tmp_path)
+
+
+def test_make_publish_builds_the_site_and_the_pdf_then_puts_the_pdf_in_the_site():
+    import subprocess
+
+    # --dry-run prints the recipes make would run, in order, without running them
+    dry = subprocess.run(["make", "--dry-run", "--always-make", "publish"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    steps = {name: next(i for i, line in enumerate(dry) if name in line)
+             for name in ("scripts/build_book.py", "scripts/build_pdf.py", "scripts/publish.py")}
+    assert steps["scripts/build_book.py"] < steps["scripts/publish.py"]
+    assert steps["scripts/build_pdf.py"] < steps["scripts/publish.py"]
+
+
+def test_publish_script_puts_the_pdf_in_the_site_before_pushing_it(tmp_path, monkeypatch):
+    import subprocess
+
+    import publish
+    from book_pdf import PDF_NAME
+
+    site, pdf = tmp_path / "html", tmp_path / "book.pdf"
+    site.mkdir()
+    (site / "index.html").write_text("<html></html>")
+    pdf.write_bytes(b"%PDF-1.5\n")
+    pushed = []
+
+    def fake_run(command, **options):  # ghp-import would push to origin: record what it was given
+        pushed.append((command, (site / PDF_NAME).is_file()))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(publish.subprocess, "run", fake_run)
+    assert publish.main(site, pdf) == 0
+    (command, pdf_was_there), = pushed
+    assert command[1:3] == ["-m", "ghp_import"] and command[-1] == str(site) and pdf_was_there
+    assert publish.main(tmp_path / "unbuilt", pdf) == 1 and len(pushed) == 1

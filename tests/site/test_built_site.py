@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 import yaml
 
+from book_pdf import PDF_NAME
 from site_support import HTML, ROOT, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention"
@@ -123,6 +124,8 @@ def test_every_internal_link_and_anchor_of_the_book_resolves():
             if target.is_dir():
                 target = target / "index.html"
             if not target.exists():
+                if target == HTML / PDF_NAME:
+                    continue  # the book's PDF: only `make publish` puts it there (test_publication.py)
                 broken.append(f"{page}: {href}")
                 continue
             if url.fragment and target.suffix == ".html":
@@ -203,3 +206,26 @@ def test_logo_is_an_svg_drawing():
     root = ElementTree.parse(HTML / "_static" / "logo.svg").getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert len(root.findall("{http://www.w3.org/2000/svg}rect")) > 5
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_download_menu_of_every_page_offers_the_whole_book_as_a_pdf(page):
+    links = re.findall(r'<a href="([^"]+)"[^>]*btn-download-book-pdf-button', read(page))
+    assert len(links) == 1, links
+    assert (HTML / page).parent.joinpath(links[0]).resolve() == HTML / PDF_NAME
+
+
+def test_intro_links_to_the_pdf_and_to_jupyterlite():
+    html = read("chapters/intro.html")
+    article = html[html.index("<article"):html.index("</article>")]
+    assert f'href="../{PDF_NAME}"' in article
+    assert 'href="../lite/tree/index.html"' in article
+    assert (HTML / "lite" / "tree" / "index.html").is_file()
+
+
+def test_a_pdf_in_the_site_is_the_book():
+    """`make pdf` before `make book` (and `make publish`) puts the PDF in the site; then it must be one."""
+    pdf = HTML / PDF_NAME
+    if not pdf.exists():
+        pytest.skip("no PDF in this build of the site: `make book` without `make pdf` links to a publish-time file")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
