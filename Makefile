@@ -75,10 +75,10 @@ grade: $(STAMP)
 	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
 # deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
-# the site carries the notebooks zip (built with it) and the PDF (copied in here, for instructors to print)
+# the site carries the notebooks zip (built with it) and the PDF (copied in by scripts/publish.py, for
+# instructors to print; every page's download menu links it)
 publish: book pdf
-	cp _build/latex/attention-computed.pdf _build/html/attention-computed.pdf
-	$(PY) -m ghp_import --no-jekyll --push --force _build/html
+	$(PY) scripts/publish.py
 
 clean:
 	rm -rf _build web/vendor

@@ -6,9 +6,15 @@
 * docutils writes a bibliography as ``<div role="list">`` whose entries have ``role="doc-biblioentry"``,
   a role ARIA 1.3 deprecates; a list must hold list items, so axe-core reports the page as critical
   (aria-required-children). The entries are given ``role="listitem"`` instead.
+* ``sitemap.xml`` at the site's root lists every page of the book under ``html_baseurl`` (``html.baseurl``
+  in _config.yml, the GitHub Pages address), the same addresses as the pages' ``<link rel="canonical">``,
+  which the theme writes when ``html_baseurl`` is set.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from xml.sax.saxutils import escape
 
 
 def _script_key(script) -> tuple:
@@ -40,7 +46,28 @@ def bibliography_entries_as_list_items(app, pagename, templatename, context, doc
         context["body"] = body.replace(BIBLIOGRAPHY_ENTRY_ROLE, 'role="listitem"')
 
 
+SITEMAP = "sitemap.xml"
+SITEMAP_NAMESPACE = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+def page_urls(app) -> list[str]:
+    """The address of every page of the book, under html_baseurl, in a stable order."""
+    base = app.config.html_baseurl.rstrip("/") + "/"
+    return [base + app.builder.get_target_uri(docname) for docname in sorted(app.env.found_docs)]
+
+
+def write_sitemap(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    if not app.config.html_baseurl:
+        raise RuntimeError("html_baseurl is not set (html.baseurl in _config.yml): no sitemap can be written")
+    entries = "".join(f"  <url><loc>{escape(url)}</loc></url>\n" for url in page_urls(app))
+    sitemap = f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NAMESPACE}">\n{entries}</urlset>\n'
+    (Path(app.outdir) / SITEMAP).write_text(sitemap, encoding="utf-8")
+
+
 def setup(app):
+    app.connect("build-finished", write_sitemap)
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
     app.connect("html-page-context", bibliography_entries_as_list_items, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

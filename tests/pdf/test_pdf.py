@@ -113,3 +113,14 @@ def test_the_latex_run_lost_nothing():
     log = (LATEX / PDF.with_suffix(".log").name).read_text(encoding="utf-8", errors="replace")
     for problem in ("Missing character", "undefined on input line", "LaTeX Error", "Citation `"):
         assert problem not in log, f"the LaTeX log reports: {problem}"
+
+
+def test_pdf_names_the_website_it_is_printed_from_and_leaves_out_web_only_links(text):
+    """The introduction's HTML-only paragraphs (download links, JupyterLite) are replaced by the site's address."""
+    import yaml
+
+    base_url = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["baseurl"]
+    intro = text[:text.index("Licence and citation")]
+    assert base_url in intro or base_url.rstrip("/") in intro
+    assert "download the whole book as a PDF" not in intro  # the website's link to this very file
+    assert "Licence and citation" in text and "CC BY 4.0" in text

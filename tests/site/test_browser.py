@@ -99,3 +99,15 @@ def test_offline_search_finds_softmax_on_the_model_chapter(visit):
     page.wait_for_selector("#search-results ul.search li a, ul.search li a", timeout=20_000)
     targets = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
     assert any("scaled_dot_product_attention.html" in t for t in targets), targets
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_logo_is_shown_with_alt_text_naming_the_book(visit, color_scheme):
+    page = visit("chapters/intro.html", color_scheme).page
+    logos = page.eval_on_selector_all(
+        "img.logo__image",
+        "els => els.map(e => ({alt: e.alt, w: e.naturalWidth, shown: e.getBoundingClientRect().width > 0}))",
+    )
+    shown = [logo for logo in logos if logo["shown"]]
+    assert len(shown) == 1, logos  # one image per theme, the other hidden
+    assert shown[0]["w"] > 0 and "Attention, computed" in shown[0]["alt"], shown

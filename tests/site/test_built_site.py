@@ -7,7 +7,9 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urlparse
 
 import pytest
+import yaml
 
+from book_pdf import PDF_NAME
 from site_support import HTML, ROOT, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention"
@@ -122,6 +124,8 @@ def test_every_internal_link_and_anchor_of_the_book_resolves():
             if target.is_dir():
                 target = target / "index.html"
             if not target.exists():
+                if target == HTML / PDF_NAME:
+                    continue  # the book's PDF: only `make publish` puts it there (test_publication.py)
                 broken.append(f"{page}: {href}")
                 continue
             if url.fragment and target.suffix == ".html":
@@ -143,3 +147,85 @@ def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
         assert f"chapters/{notebook.name}" in names
     assert {"requirements.txt", "code/pyproject.toml", "code/src/attnbook/__init__.py"} <= names
     assert 'href="../attention-computed-notebooks.zip"' in read("chapters/intro.html")
+
+
+# --- publication: licence note, base URL, canonical links, sitemap, logo, favicon, the PDF ---
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+BASE_URL = CONFIG["html"]["baseurl"]
+CANONICAL = re.compile(r'<link rel="canonical" href="([^"]*)"')
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_footer_says_which_licence_applies_to_text_and_to_code(page):
+    html = read(page)
+    note = re.search(r'<p class="licence-note">(.*?)</p>', html, flags=re.DOTALL)
+    assert note, f"{page} has no licence note in its footer"
+    links = dict((text, href) for href, text in re.findall(r'<a rel="license" href="([^"]+)">([^<]+)</a>', note.group(1)))
+    assert links["CC BY 4.0"].endswith("/LICENSES/CC-BY-4.0.txt") and links["MIT"].endswith("/LICENSE")
+    assert (ROOT / "LICENSES" / "CC-BY-4.0.txt").is_file() and (ROOT / "LICENSE").is_file()
+
+
+def test_base_url_is_the_github_pages_address_of_the_repository():
+    owner, name = urlparse(CONFIG["repository"]["url"]).path.strip("/").split("/")
+    assert BASE_URL == f"https://{owner}.github.io/{name}/"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_one_canonical_link_under_the_base_url(page):
+    assert CANONICAL.findall(read(page)) == [BASE_URL + page]
+
+
+def test_sitemap_lists_exactly_the_pages_of_the_book_by_their_canonical_address():
+    from xml.etree import ElementTree
+
+    namespace = {"s": "http://www.sitemaps.org/schemas/sitemap/0.9"}
+    root = ElementTree.parse(HTML / "sitemap.xml").getroot()
+    assert root.tag == f"{{{namespace['s']}}}urlset"
+    listed = [loc.text for loc in root.findall("s:url/s:loc", namespace)]
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(BASE_URL + page for page in toc_pages())
+    for url in listed:
+        assert CANONICAL.findall(read(url.removeprefix(BASE_URL))) == [url]
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_the_favicon_and_the_logo_with_alt_text_naming_the_book(page):
+    html = read(page)
+    icons = re.findall(r'<link rel="icon" href="([^"]+)"', html)
+    assert len(icons) == 1 and (HTML / page).parent.joinpath(icons[0]).resolve() == HTML / "_static" / "logo.svg"
+    logos = re.findall(r'<img src="([^"]+)" class="logo__image[^"]*" alt="([^"]*)"', html)
+    assert logos, f"{page} shows no logo"
+    for src, alt in logos:
+        assert (HTML / page).parent.joinpath(src).resolve() == HTML / "_static" / "logo.svg"
+        assert CONFIG["title"] in alt, alt
+
+
+def test_logo_is_an_svg_drawing():
+    from xml.etree import ElementTree
+
+    root = ElementTree.parse(HTML / "_static" / "logo.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert len(root.findall("{http://www.w3.org/2000/svg}rect")) > 5
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_download_menu_of_every_page_offers_the_whole_book_as_a_pdf(page):
+    links = re.findall(r'<a href="([^"]+)"[^>]*btn-download-book-pdf-button', read(page))
+    assert len(links) == 1, links
+    assert (HTML / page).parent.joinpath(links[0]).resolve() == HTML / PDF_NAME
+
+
+def test_intro_links_to_the_pdf_and_to_jupyterlite():
+    html = read("chapters/intro.html")
+    article = html[html.index("<article"):html.index("</article>")]
+    assert f'href="../{PDF_NAME}"' in article
+    assert 'href="../lite/tree/index.html"' in article
+    assert (HTML / "lite" / "tree" / "index.html").is_file()
+
+
+def test_a_pdf_in_the_site_is_the_book():
+    """`make pdf` before `make book` (and `make publish`) puts the PDF in the site; then it must be one."""
+    pdf = HTML / PDF_NAME
+    if not pdf.exists():
+        pytest.skip("no PDF in this build of the site: `make book` without `make pdf` links to a publish-time file")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
