@@ -14,7 +14,13 @@ function, and displays one output carrying two forms of the same figure:
 
 The drawing code stays in one place: each state is drawn by the same function the widget calls.
 
->>> import ipywidgets as widgets
+Drawing every state takes seconds, which a reader running the notebook should not wait for: the states
+are drawn only when the environment variable ``ATTNBOOK_STATIC_FIGURES`` is ``1``, as
+scripts/build_book.py sets it for the book's builds. Otherwise :func:`with_static_page` returns the
+widget itself, and the notebook displays it as before.
+
+>>> import os, ipywidgets as widgets
+>>> os.environ[STATIC_ENV] = "1"
 >>> slider = widgets.IntSlider(value=1, min=0, max=2, description="n")
 >>> def render(n):
 ...     return f'<img src="data:image/png;base64,AAAA" alt="{n} dots">', f"{n} dots"
@@ -24,6 +30,9 @@ The drawing code stays in one place: each state is drawn by the same function th
 ['application/vnd.jupyter.widget-view+json', 'text/html', 'text/plain']
 >>> 'type="range"' in bundle["text/html"] and 'aria-live="polite"' in bundle["text/html"]
 True
+>>> del os.environ[STATIC_ENV]
+>>> with_static_page(slider, [control_from_widget(slider)], render) is slider
+True
 """
 
 from __future__ import annotations
@@ -32,12 +41,14 @@ import hashlib
 import html
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-__all__ = ["Control", "control_from_widget", "static_widget_html", "with_static_page", "StaticPage"]
+__all__ = ["Control", "control_from_widget", "static_widget_html", "with_static_page", "StaticPage", "STATIC_ENV"]
 
+STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # "1": draw the static form (the book's builds set it)
 KINDS = ("range", "select", "checkbox")
 MAX_STATES = 400  # every state is an image the site stores: keep the grid of a figure small
 _IMG = re.compile(r'<img\b[^>]*?\bsrc="([^"]+)"[^>]*?\balt="([^"]*)"', re.S)
@@ -194,7 +205,7 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
 
 
 class StaticPage:
-    """The live widget for Jupyter and its precomputed form for the website, in one output."""
+    """The live widget for Jupyter and its form for the website (any HTML), in one output."""
 
     def __init__(self, view, static_html: str):
         self.view = view
@@ -211,6 +222,9 @@ def with_static_page(view, controls: Sequence[Control], render: Callable[..., tu
     """Display ``view`` (the ipywidgets figure) together with its precomputed static form.
 
     ``controls`` and ``render`` are as in :func:`static_widget_html`; ``render`` must be the function
-    the widget's callbacks use, so both forms draw the same pictures.
+    the widget's callbacks use, so both forms draw the same pictures. Outside the book's builds
+    (``ATTNBOOK_STATIC_FIGURES`` not ``1``) nothing is drawn and ``view`` is returned as it is.
     """
+    if os.environ.get(STATIC_ENV) != "1":
+        return view
     return StaticPage(view, static_widget_html(controls, render, note))
