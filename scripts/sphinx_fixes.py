@@ -6,9 +6,16 @@
 * docutils writes a bibliography as ``<div role="list">`` whose entries have ``role="doc-biblioentry"``,
   a role ARIA 1.3 deprecates; a list must hold list items, so axe-core reports the page as critical
   (aria-required-children). The entries are given ``role="listitem"`` instead.
+* The pydata theme's layout loads ``scripts/fontawesome.js`` (1.4 MiB, the heaviest file of every page)
+  to turn its ``<i class="fa-...">`` icons into inline SVG; its stylesheet already draws the same icons
+  with the Font Awesome web fonts, so the script does nothing a reader sees. Its tag is removed from
+  the built pages (the layout writes it, so no Sphinx event can drop it before).
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 
 def _script_key(script) -> tuple:
@@ -40,7 +47,23 @@ def bibliography_entries_as_list_items(app, pagename, templatename, context, doc
         context["body"] = body.replace(BIBLIOGRAPHY_ENTRY_ROLE, 'role="listitem"')
 
 
+FONTAWESOME_SCRIPT = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+
+
+def drop_fontawesome_script(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    for page in outdir.rglob("*.html"):
+        if page.relative_to(outdir).parts[0] in ("lite", "_static"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        if "fontawesome.js" in text:
+            page.write_text(FONTAWESOME_SCRIPT.sub("", text), encoding="utf-8")
+
+
 def setup(app):
+    app.connect("build-finished", drop_fontawesome_script)
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
     app.connect("html-page-context", bibliography_entries_as_list_items, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
