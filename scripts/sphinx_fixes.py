@@ -10,6 +10,9 @@
   to turn its ``<i class="fa-...">`` icons into inline SVG; its stylesheet already draws the same icons
   with the Font Awesome web fonts, so the script does nothing a reader sees. Its tag is removed from
   the built pages (the layout writes it, so no Sphinx event can drop it before).
+* A chapter's figures are most of what its page weighs, and a reader sees them one screen at a time:
+  every ``<img>`` of a page's body is given ``loading="lazy"``, so the browser fetches each picture as
+  it comes near the screen rather than all of them before the page has loaded.
 """
 
 from __future__ import annotations
@@ -62,7 +65,17 @@ def drop_fontawesome_script(app, exception) -> None:
             page.write_text(FONTAWESOME_SCRIPT.sub("", text), encoding="utf-8")
 
 
+IMG_TAG = re.compile(r"<img\b(?![^>]*\bloading=)")
+
+
+def lazy_images(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body")
+    if body and "<img" in body:
+        context["body"] = IMG_TAG.sub('<img loading="lazy"', body)
+
+
 def setup(app):
+    app.connect("html-page-context", lazy_images, priority=900)
     app.connect("build-finished", drop_fontawesome_script)
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
     app.connect("html-page-context", bibliography_entries_as_list_items, priority=900)

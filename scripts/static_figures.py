@@ -7,12 +7,16 @@
   ``_static/static-widgets.js``); other pages load nothing for it.
 * The website shows no ipywidgets view (_config.yml's mime priority), so myst-nb's saved widget state
   (a large JSON of every widget model) is of no use there and is dropped from the page.
+* The page's download button offers the executed notebook (_sources/.../*.ipynb). Its static forms,
+  every state's image, are of no use in Jupyter, which shows the live widget: they are dropped there,
+  as scripts/execute_notebooks.py drops them from the paired notebooks.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import posixpath
 import re
 from pathlib import Path
@@ -53,7 +57,24 @@ def static_figures(app, pagename, templatename, context, doctree) -> None:
     app.add_js_file(SCRIPT, defer="defer")
 
 
+def drop_static_forms_from_downloads(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    for notebook in (Path(app.outdir) / "_sources").rglob("*.ipynb"):
+        text = notebook.read_text(encoding="utf-8")
+        if "attn-static-widget" not in text:
+            continue
+        content = json.loads(text)
+        for cell in content.get("cells", []):
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if 'class="attn-static-widget"' in "".join(data.get("text/html", "")):
+                    del data["text/html"]
+        notebook.write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def setup(app):
+    app.connect("build-finished", drop_static_forms_from_downloads)
     # before myst-nb's own html-page-context handler (priority 500), which adds the saved widget state
     app.connect("html-page-context", static_figures, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

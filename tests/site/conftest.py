@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, STATIC_FIGURES, serve_site
+from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES, serve_site
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +102,7 @@ _FORMULAS = """() => ({
 
 _IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))"""
 
+
 # axe-core's findings that the book must not have: impact "serious" or "critical". Its CSSOM preload
 # (used by one rule, css-orientation-lock) re-fetches the theme's `@import "../basic.css"` relative to
 # the page instead of the stylesheet, a 404 the browser itself never makes, so it is switched off.
@@ -116,6 +117,7 @@ class PageReport:
 
     def __init__(self, page_visit: PageVisit):
         page = page_visit.page
+        page.evaluate(LOAD_LAZY_IMAGES)
         self.images = page.eval_on_selector_all("article img", _IMAGES)
         self.formulas = page.evaluate(_FORMULAS)
         self.static_figures = page.evaluate(STATIC_FIGURES)

@@ -40,6 +40,14 @@ SETTLE_PAGE = (
     ".map(a => a.finished.catch(() => null))); }"
 )
 
+# the pages' pictures load lazily (scripts/sphinx_fixes.py): ask for all of them now, and wait until each
+# has loaded or failed, at most 30 s (the check of the images then names any that did not load)
+LOAD_LAZY_IMAGES = """async () => { const images = [...document.querySelectorAll('article img')];
+  images.forEach(image => { image.loading = 'eager'; });
+  const settled = images.map(image => image.complete ? null : new Promise(done => {
+    image.addEventListener('load', done, {once: true}); image.addEventListener('error', done, {once: true}); }));
+  await Promise.race([Promise.all(settled), new Promise(done => setTimeout(done, 30000))]); }"""
+
 # the interactive figures of a page (attnbook.static_widgets, web/src/static-widgets.js): each one's id,
 # whether its script has set it up, and each of its controls with the accessible name the page gives it
 STATIC_FIGURES = """() => [...document.querySelectorAll('.attn-static-widget')].map(f => ({

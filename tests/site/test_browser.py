@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from site_support import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, STATIC_FIGURES, toc_pages
+from site_support import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 
@@ -83,6 +83,8 @@ def test_page_figures_respond_to_every_control(visit, path):
                 before = page.evaluate(f"({FIGURE_SHOWS})", figure["id"])
                 assert before["live"] in ("polite", "assertive"), f"{figure['id']}: readout is not a live region"
                 page.evaluate(f"({LISTEN_TO_LIVE_REGION})", figure["id"])
+                # the reader looks at the picture while moving the control (pictures load lazily)
+                page.locator(f"#{figure['id']} img.attn-static-picture").scroll_into_view_if_needed()
                 _move(page, control, index)
                 where = f"{path}, figure {figure['id']}, {control['label']!r} set to value number {index}"
                 _wait_for(page, f"id => ({FIGURE_SHOWS})(id).src !== {before['src']!r}", figure["id"],
@@ -132,6 +134,7 @@ def test_chapter_formulas_are_typeset_by_the_vendored_mathjax(visit):
 
 def test_chapter_heatmap_is_shown_with_alt_text(visit):
     page = visit(CHAPTER).page
+    page.evaluate(LOAD_LAZY_IMAGES)
     heatmaps = page.eval_on_selector_all(
         "article img",
         "els => els.filter(e => /heatmap/i.test(e.alt))"

@@ -182,3 +182,11 @@ def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
         assert f"chapters/{notebook.name}" in names
     assert {"requirements.txt", "code/pyproject.toml", "code/src/attnbook/__init__.py"} <= names
     assert 'href="../attention-computed-notebooks.zip"' in read("chapters/intro.html")
+
+
+def test_downloadable_notebooks_carry_no_static_form():
+    """The download button's notebook shows the live widget in Jupyter; the website's states stay out of it."""
+    notebooks = list((HTML / "_sources" / "chapters").glob("*.ipynb"))
+    assert len(notebooks) >= 10
+    heavy = [p.name for p in notebooks if "attn-static-widget" in p.read_text(encoding="utf-8")]
+    assert heavy == []

@@ -77,7 +77,8 @@ class Control:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if not self.values:
             raise ValueError(f"control {self.label!r} offers no value")
-        if self.kind == "checkbox" and self.values != (False, True):
+        if self.kind == "checkbox" and not (self.values == (False, True)
+                                            and all(isinstance(v, bool) for v in self.values)):
             raise ValueError("a checkbox offers the values (False, True)")
         if self.value not in self.values:
             raise ValueError(f"control {self.label!r} starts at {self.value!r}, not one of its values")
