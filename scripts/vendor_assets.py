@@ -18,18 +18,12 @@ VENDOR = WEB / "vendor"
 
 # (source inside node_modules, destination inside vendor)
 COPIES = [
-    # MathJax as separate components, only those the pages use (_config.yml's mathjax3_config loads
-    # them): the loader, the core, TeX input (its extensions autoload), CommonHTML output and its
-    # fonts, and the hidden MathML that screen readers read. Not the combined tex-chtml.js, whose
-    # context menu (ui/menu, 0.4 MiB) no page needs.
-    ("mathjax/es5/startup.js", "mathjax/startup.js"),
-    ("mathjax/es5/core.js", "mathjax/core.js"),
-    ("mathjax/es5/input/tex.js", "mathjax/input/tex.js"),
-    ("mathjax/es5/input/tex/extensions", "mathjax/input/tex/extensions"),
-    ("mathjax/es5/output/chtml.js", "mathjax/output/chtml.js"),
-    ("mathjax/es5/output/chtml/fonts/tex.js", "mathjax/output/chtml/fonts/tex.js"),
+    ("mathjax/es5/tex-chtml.js", "mathjax/tex-chtml.js"),
     ("mathjax/es5/output/chtml/fonts/woff-v2", "mathjax/output/chtml/fonts/woff-v2"),
-    ("mathjax/es5/a11y/assistive-mml.js", "mathjax/a11y/assistive-mml.js"),
+    ("mathjax/es5/input/tex/extensions", "mathjax/input/tex/extensions"),
+    ("mathjax/es5/ui", "mathjax/ui"),
+    ("mathjax/es5/a11y", "mathjax/a11y"),
+    ("mathjax/es5/sre", "mathjax/sre"),
 ]
 # the book's own files, from web/src
 OWN_FILES = ["static-widgets.js", "book.css"]
