@@ -130,6 +130,9 @@ def test_chapter_formulas_are_typeset_by_the_vendored_mathjax(visit):
     )
     assert leftover == [], f"formulas left as raw TeX: {leftover}"
     assert page.eval_on_selector_all("mjx-merror", "els => els.length") == 0, "MathJax reported TeX errors"
+    # screen readers read the hidden MathML (a11y/assistive-mml) of every formula
+    assistive = page.eval_on_selector_all("mjx-container mjx-assistive-mml", "els => els.length")
+    assert assistive >= typeset, f"{assistive} formulas with MathML for screen readers, of {typeset}"
 
 
 def test_chapter_heatmap_is_shown_with_alt_text(visit):
