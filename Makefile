@@ -36,7 +36,7 @@ $(STAMP): requirements.txt requirements-test.txt code/pyproject.toml
 	touch $@
 
 assets: $(VENDOR)
-$(VENDOR): web/package.json web/package-lock.json web/src/widgets-setup.js web/src/book.css scripts/vendor_assets.py | $(STAMP)
+$(VENDOR): web/package.json web/package-lock.json web/src/static-widgets.js web/src/book.css scripts/vendor_assets.py | $(STAMP)
 	npm ci --prefix web --no-audit --no-fund --ignore-scripts
 	$(PY) scripts/vendor_assets.py
 	touch $@

@@ -2,7 +2,7 @@
 
 `make site-size` (after `make book`) opens every page of _toc.yml in Debian's Chromium, served from
 _build/html on 127.0.0.1, adds up the bytes of every response the page needed (HTML, CSS, scripts,
-fonts, images, the saved widget state), also as gzipped text (what a host like GitHub Pages sends), and
+fonts, images; the states of an interactive figure only as far as the page shows them), also as gzipped text (what a host like GitHub Pages sends), and
 prints the pages from heaviest to lightest, then the size on disk of the whole site, of its JupyterLite build (_build/html/lite, when built) and of the PDF
 (when `make pdf` has made one). A benchmark, not a test: it prints figures and never fails on them.
 
@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "site"))
 
-from site_support import CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, UNRENDERED_WIDGETS, serve_site, toc_pages  # noqa: E402
+from site_support import CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, serve_site, toc_pages  # noqa: E402
 
 MIB = 2**20
 BINARY = {".png", ".jpg", ".jpeg", ".gif", ".woff", ".woff2", ".ttf", ".eot", ".wasm", ".zip", ".pdf"}  # sent as is
@@ -60,7 +60,8 @@ def page_weights(paths: list[str]) -> dict[str, tuple[int, int, int]]:
             page.on("requestfinished", finished)
             page.goto(f"{base}/{path}", wait_until="load")
             page.evaluate(SETTLE_PAGE)
-            page.wait_for_function(f"() => ({UNRENDERED_WIDGETS})().length === 0", timeout=60_000)
+            page.wait_for_function("() => [...document.querySelectorAll('.attn-static-widget')]"
+                                   ".every(f => f.dataset.ready === 'true')", timeout=60_000)
             compressed = sum(gzipped_bytes(file) if file.suffix not in BINARY else file.stat().st_size
                              for file in files if file.is_file())
             weights[path] = (sum(bodies), compressed, len(bodies))

@@ -3,11 +3,16 @@
 jupyter-cache keys its executed outputs on the notebooks' code cells only, so a change in the
 attnbook package would leave stale outputs in the site. This script hashes the package sources
 and clears the execution cache whenever that hash changes.
+
+It sets ATTNBOOK_STATIC_FIGURES=1 for the build's kernels: the interactive figures then also draw
+the states the website shows without a kernel (attnbook.static_widgets). Outside these builds (a
+reader's kernel, nbval, scripts/execute_notebooks.py) they do not spend the time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -49,7 +54,7 @@ def build(options: list[str], product: Path, what: str, after: str) -> int:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), *options, "-W", "-n", "--keep-going"]
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT)
+    result = subprocess.run(command, cwd=ROOT, env={**os.environ, "ATTNBOOK_STATIC_FIGURES": "1"})
     seconds = time.perf_counter() - start
     if result.returncode != 0 or not product.exists():
         print(f"\nthe {what} build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)

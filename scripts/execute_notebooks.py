@@ -4,8 +4,8 @@
     python scripts/execute_notebooks.py chapters/x.md   # just these
 
 For each source it reads the .md with jupytext, executes it with nbclient (per-cell timeout, no
-timing metadata, stable cell ids, stream chunks joined), drops the widget state and views (fresh random model ids on every run would make git noise;
-the site builds from the .md and saves its own widget state), and writes the .ipynb with jupytext
+timing metadata, stable cell ids, stream chunks joined), drops the widget state and views (fresh random model ids on every run would make git noise)
+and the precomputed static form of interactive figures (the site builds from the .md), and writes the .ipynb with jupytext
 so the pair stays linked. It prints how long each notebook took. When a cell fails, it names the
 source, the code cell's number and the line of its ``{code-cell}`` fence, e.g.
 ``chapters/masks.md, code cell 7 (line 123)``, and exits with status 1.
@@ -109,7 +109,12 @@ def execute(source: Path) -> float:
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
         for output in cell.get("outputs", []):  # views of widgets whose state is not saved
-            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+            data = output.get("data", {})
+            if data.pop("application/vnd.jupyter.widget-view+json", None) is not None:
+                # and the website's precomputed form of an interactive figure (attnbook.static_widgets):
+                # every state's image, which the site builds from the .md; Jupyter shows the live widget
+                if 'class="attn-static-widget"' in data.get("text/html", ""):
+                    data.pop("text/html")
         if cell.cell_type == "code":
             cell.outputs = merge_streams(cell.outputs)
     nbformat.validate(notebook)

@@ -9,10 +9,18 @@
 * ``sitemap.xml`` at the site's root lists every page of the book under ``html_baseurl`` (``html.baseurl``
   in _config.yml, the GitHub Pages address), the same addresses as the pages' ``<link rel="canonical">``,
   which the theme writes when ``html_baseurl`` is set.
+* The pydata theme's layout loads ``scripts/fontawesome.js`` (1.4 MiB, the heaviest file of every page)
+  to turn its ``<i class="fa-...">`` icons into inline SVG; its stylesheet already draws the same icons
+  with the Font Awesome web fonts, so the script does nothing a reader sees. Its tag is removed from
+  the built pages (the layout writes it, so no Sphinx event can drop it before).
+* A chapter's figures are most of what its page weighs, and a reader sees them one screen at a time:
+  every ``<img>`` of a page's body is given ``loading="lazy"``, so the browser fetches each picture as
+  it comes near the screen rather than all of them before the page has loaded.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -66,7 +74,34 @@ def write_sitemap(app, exception) -> None:
     (Path(app.outdir) / SITEMAP).write_text(sitemap, encoding="utf-8")
 
 
+
+FONTAWESOME_SCRIPT = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+
+
+def drop_fontawesome_script(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    for page in outdir.rglob("*.html"):
+        if page.relative_to(outdir).parts[0] in ("lite", "_static"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        if "fontawesome.js" in text:
+            page.write_text(FONTAWESOME_SCRIPT.sub("", text), encoding="utf-8")
+
+
+IMG_TAG = re.compile(r"<img\b(?![^>]*\bloading=)")
+
+
+def lazy_images(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body")
+    if body and "<img" in body:
+        context["body"] = IMG_TAG.sub('<img loading="lazy"', body)
+
+
 def setup(app):
+    app.connect("html-page-context", lazy_images, priority=900)
+    app.connect("build-finished", drop_fontawesome_script)
     app.connect("build-finished", write_sitemap)
     app.connect("html-page-context", drop_duplicate_scripts, priority=900)
     app.connect("html-page-context", bibliography_entries_as_list_items, priority=900)

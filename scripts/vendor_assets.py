@@ -1,8 +1,9 @@
 """Copy the browser assets the site needs from web/node_modules into web/vendor (served as _static).
 
-The book must work with no internet: MathJax 3, require.js and the ipywidgets HTML manager are
-installed from npm (web/package.json + package-lock.json, `npm ci`) and only the files the pages
-load are copied, so the site stays small. Run by `make assets`.
+The book must work with no internet: MathJax 3 is installed from npm (web/package.json +
+package-lock.json, `npm ci`) and only the files the pages load are copied, so the site stays small.
+The interactive figures need no widget manager on the website (attnbook.static_widgets): their few
+lines of JavaScript, web/src/static-widgets.js, are copied with the book's CSS. Run by `make assets`.
 """
 
 from __future__ import annotations
@@ -23,12 +24,9 @@ COPIES = [
     ("mathjax/es5/ui", "mathjax/ui"),
     ("mathjax/es5/a11y", "mathjax/a11y"),
     ("mathjax/es5/sre", "mathjax/sre"),
-    ("requirejs/require.js", "require.min.js"),
-    ("@jupyter-widgets/html-manager/dist/embed-amd.js", "html-manager/embed-amd.js"),
 ]
-# the widget manager's icon fonts (Font Awesome), requested by embed-amd.js next to itself
-FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
-FONT_DIR = "@jupyter-widgets/html-manager/dist"
+# the book's own files, from web/src
+OWN_FILES = ["static-widgets.js", "book.css"]
 
 
 def main() -> int:
@@ -47,11 +45,8 @@ def main() -> int:
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.map"))
         else:
             shutil.copy2(src, dst)
-    for font in sorted((MODULES / FONT_DIR).iterdir()):
-        if font.suffix in FONT_SUFFIXES:
-            shutil.copy2(font, VENDOR / "html-manager" / font.name)
-    shutil.copy2(WEB / "src" / "widgets-setup.js", VENDOR / "html-manager" / "widgets-setup.js")
-    shutil.copy2(WEB / "src" / "book.css", VENDOR / "book.css")
+    for name in OWN_FILES:
+        shutil.copy2(WEB / "src" / name, VENDOR / name)
     size = sum(p.stat().st_size for p in VENDOR.rglob("*") if p.is_file())
     print(f"vendored browser assets into {VENDOR.relative_to(WEB.parent)} ({size / 2**20:.1f} MiB)")
     return 0

@@ -12,9 +12,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, UNRENDERED_WIDGETS, serve_site
+from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES, serve_site
 
 
 @pytest.fixture(scope="session")
@@ -103,6 +102,7 @@ _FORMULAS = """() => ({
 
 _IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))"""
 
+
 # axe-core's findings that the book must not have: impact "serious" or "critical". Its CSSOM preload
 # (used by one rule, css-orientation-lock) re-fetches the theme's `@import "../basic.css"` relative to
 # the page instead of the stylesheet, a 404 the browser itself never makes, so it is switched off.
@@ -113,20 +113,14 @@ _AXE_RUN = """async () => (await axe.run(document, {resultTypes: ['violations'],
 
 
 class PageReport:
-    """What one visit to a page showed: requests, console, images, formulas, widgets and axe-core's findings."""
+    """What one visit to a page showed: requests, console, images, formulas, figures and axe-core's findings."""
 
     def __init__(self, page_visit: PageVisit):
         page = page_visit.page
+        page.evaluate(LOAD_LAZY_IMAGES)
         self.images = page.eval_on_selector_all("article img", _IMAGES)
         self.formulas = page.evaluate(_FORMULAS)
-        self.widget_views = page.eval_on_selector_all(
-            "script[type='application/vnd.jupyter.widget-view+json']", "els => els.length"
-        )
-        try:  # the widget manager renders asynchronously after require.js has loaded it
-            page.wait_for_function(f"() => ({UNRENDERED_WIDGETS})().length === 0", timeout=20_000)
-        except PlaywrightTimeout:
-            pass
-        self.unrendered_widgets = page.evaluate(UNRENDERED_WIDGETS)
+        self.static_figures = page.evaluate(STATIC_FIGURES)
         page.add_script_tag(path=str(AXE))
         self.serious_accessibility_violations = page.evaluate(_AXE_RUN)
         # last, so that whatever rendering and the checks above requested or logged is included

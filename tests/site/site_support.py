@@ -40,14 +40,38 @@ SETTLE_PAGE = (
     ".map(a => a.finished.catch(() => null))); }"
 )
 
-# every saved widget view (a widget-view+json script) is rendered by the HTML manager into the
-# element just before it: a .widget-subarea holding the widget's .jupyter-widgets DOM
-UNRENDERED_WIDGETS = """() => [...document.querySelectorAll(
-    'script[type="application/vnd.jupyter.widget-view+json"]')]
-  .filter(s => { const area = s.previousElementSibling;
-                 return !(area && area.classList.contains('widget-subarea')
-                          && area.querySelector('.jupyter-widgets')); })
-  .map(s => JSON.parse(s.textContent).model_id)"""
+# the pages' pictures load lazily (scripts/sphinx_fixes.py): ask for all of them now, and wait until each
+# has loaded or failed, at most 30 s (the check of the images then names any that did not load)
+LOAD_LAZY_IMAGES = """async () => { const images = [...document.querySelectorAll('article img')];
+  images.forEach(image => { image.loading = 'eager'; });
+  const settled = images.map(image => image.complete ? null : new Promise(done => {
+    image.addEventListener('load', done, {once: true}); image.addEventListener('error', done, {once: true}); }));
+  await Promise.race([Promise.all(settled), new Promise(done => setTimeout(done, 30000))]); }"""
+
+# the interactive figures of a page (attnbook.static_widgets, web/src/static-widgets.js): each one's id,
+# whether its script has set it up, and each of its controls with the accessible name the page gives it
+STATIC_FIGURES = """() => [...document.querySelectorAll('.attn-static-widget')].map(f => ({
+  id: f.id, ready: f.dataset.ready === 'true',
+  controls: [...f.querySelectorAll('input, select')].map(c => ({
+    id: c.id, kind: c.tagName === 'SELECT' ? 'select' : c.type,
+    label: [...(c.labels || [])].map(l => l.textContent.trim()).join(' '),
+    count: c.tagName === 'SELECT' ? c.options.length
+           : c.type === 'checkbox' ? 2 : Number(c.max) + 1,
+    index: c.tagName === 'SELECT' ? c.selectedIndex : c.type === 'checkbox' ? Number(c.checked)
+           : Number(c.value)}))}))"""
+
+# what a figure shows now: the picture (address, alt text, loaded?) and the readout with its live region
+FIGURE_SHOWS = """id => { const f = document.getElementById(id), img = f.querySelector('img.attn-static-picture'),
+  live = f.querySelector('[aria-live]');
+  return {src: img.getAttribute('src'), alt: img.alt, loaded: img.complete && img.naturalWidth > 0,
+          readout: live ? live.textContent : null, live: live ? live.getAttribute('aria-live') : null}; }"""
+
+# record what the figure's aria-live region says from now on (what a screen reader is told)
+LISTEN_TO_LIVE_REGION = """id => { const live = document.getElementById(id).querySelector('[aria-live]');
+  window.__announced = [];
+  if (window.__liveObserver) window.__liveObserver.disconnect();
+  window.__liveObserver = new MutationObserver(() => window.__announced.push(live.textContent));
+  window.__liveObserver.observe(live, {childList: true, characterData: true, subtree: true}); }"""
 
 
 def toc_pages() -> list[str]:

@@ -6,8 +6,9 @@ Run after `make book`; `make test` does both.
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from site_support import HTML, toc_pages
+from site_support import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 
@@ -38,11 +39,69 @@ def test_page_formulas_are_all_typeset(page_report, path):
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_page_saved_widgets_all_render(page_report, path):
-    report = page_report(path)
-    assert report.unrendered_widgets == [], (
-        f"{len(report.unrendered_widgets)} of {report.widget_views} saved widget views did not render"
-    )
+def test_page_figures_are_set_up_with_named_controls(page_report, path):
+    for figure in page_report(path).static_figures:
+        assert figure["ready"], f"static-widgets.js did not set up figure {figure['id']}"
+        assert figure["controls"], f"figure {figure['id']} has no control"
+        for control in figure["controls"]:
+            assert control["label"], f"control {control['id']} of {figure['id']} has no label"
+            assert control["count"] >= 2, f"control {control['id']} ({control['label']}) offers one value"
+
+
+def _wait_for(page, expression, argument, message, timeout=10_000):
+    try:
+        page.wait_for_function(expression, arg=argument, timeout=timeout)
+    except PlaywrightTimeout:
+        pytest.fail(f"{message} (waited {timeout / 1000:.0f} s)")
+
+
+def _move(page, control, index):
+    """Set `control` to its value number `index` as a reader does: keyboard on a slider, menu, click."""
+    element = page.locator(f"#{control['id']}")
+    if control["kind"] == "select":
+        element.select_option(index=index)
+    elif control["kind"] == "checkbox":
+        element.click()
+    else:  # a range input: arrow keys from where it is
+        element.focus()
+        current = int(element.evaluate("e => Number(e.value)"))
+        key = "ArrowRight" if index > current else "ArrowLeft"
+        for _ in range(abs(index - current)):
+            page.keyboard.press(key)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_figures_respond_to_every_control(visit, path):
+    """Every value of every control shows its own state: picture, alt text and readout change, the new
+    picture loads, and the live region announces the new readout."""
+    page = visit(path).page
+    figures = page.evaluate(STATIC_FIGURES)
+    for figure in figures:
+        for control in figure["controls"]:
+            order = [i for i in range(control["count"]) if i != control["index"]] + [control["index"]]
+            for index in order:  # every other value, then back to the start
+                before = page.evaluate(f"({FIGURE_SHOWS})", figure["id"])
+                assert before["live"] in ("polite", "assertive"), f"{figure['id']}: readout is not a live region"
+                page.evaluate(f"({LISTEN_TO_LIVE_REGION})", figure["id"])
+                # the reader looks at the picture while moving the control (pictures load lazily)
+                page.locator(f"#{figure['id']} img.attn-static-picture").scroll_into_view_if_needed()
+                _move(page, control, index)
+                where = f"{path}, figure {figure['id']}, {control['label']!r} set to value number {index}"
+                _wait_for(page, f"id => ({FIGURE_SHOWS})(id).src !== {before['src']!r}", figure["id"],
+                          f"{where}: the picture did not change")
+                _wait_for(page, f"id => ({FIGURE_SHOWS})(id).loaded", figure["id"],
+                          f"{where}: the new picture did not load")
+                after = page.evaluate(f"({FIGURE_SHOWS})", figure["id"])
+                assert after["alt"].strip() and after["alt"] != before["alt"], f"{where}: alt text unchanged"
+                assert after["readout"].strip() and after["readout"] != before["readout"], (
+                    f"{where}: readout unchanged")
+                announced = page.evaluate("() => window.__announced")
+                assert announced and announced[-1] == after["readout"], (
+                    f"{where}: the live region did not announce the new readout")
+                if control["kind"] == "range":
+                    valuetext = page.locator(f"#{control['id']}").get_attribute("aria-valuetext")
+                    shown = page.locator(f"output[for='{control['id']}']").text_content()
+                    assert valuetext and valuetext == shown, f"{where}: slider value not said in words"
 
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
@@ -52,10 +111,10 @@ def test_page_has_no_serious_accessibility_violation(page_report, path, color_sc
     assert violations == [], f"axe-core ({color_scheme} theme): {violations}"
 
 
-def test_pages_with_saved_widgets_are_checked():
-    """The widget check above is not vacuous: the chapters do save widget views."""
-    pages = [p for p in PAGES if "widget-view+json" in (HTML / p).read_text(encoding="utf-8")]
-    assert len(pages) >= 10, pages
+def test_pages_with_figures_are_checked():
+    """The figure checks above are not vacuous: ten chapters show twelve interactive figures."""
+    counts = {p: (HTML / p).read_text(encoding="utf-8").count('class="attn-static-widget"') for p in PAGES}
+    assert sum(1 for c in counts.values() if c) >= 10 and sum(counts.values()) >= 12, counts
 
 
 def test_chapter_formulas_are_typeset_by_the_vendored_mathjax(visit):
@@ -71,10 +130,14 @@ def test_chapter_formulas_are_typeset_by_the_vendored_mathjax(visit):
     )
     assert leftover == [], f"formulas left as raw TeX: {leftover}"
     assert page.eval_on_selector_all("mjx-merror", "els => els.length") == 0, "MathJax reported TeX errors"
+    # screen readers read the hidden MathML (a11y/assistive-mml) of every formula
+    assistive = page.eval_on_selector_all("mjx-container mjx-assistive-mml", "els => els.length")
+    assert assistive >= typeset, f"{assistive} formulas with MathML for screen readers, of {typeset}"
 
 
 def test_chapter_heatmap_is_shown_with_alt_text(visit):
     page = visit(CHAPTER).page
+    page.evaluate(LOAD_LAZY_IMAGES)
     heatmaps = page.eval_on_selector_all(
         "article img",
         "els => els.filter(e => /heatmap/i.test(e.alt))"
@@ -84,14 +147,12 @@ def test_chapter_heatmap_is_shown_with_alt_text(visit):
     assert all(h["w"] > 100 and h["shown"] > 100 for h in heatmaps), heatmaps
 
 
-def test_chapter_widget_renders_from_saved_state(visit):
+def test_chapter_figure_has_sliders_and_a_menu(visit):
     page = visit(CHAPTER).page
-    page.wait_for_selector(".jupyter-widgets .widget-slider, .jupyter-widgets.widget-slider", timeout=20_000)
-    sliders = page.eval_on_selector_all(".widget-slider", "els => els.length")
-    assert sliders >= 2, "the key-vector sliders did not render"
-    assert page.eval_on_selector_all(
-        "script[type='application/vnd.jupyter.widget-state+json']", "els => els.length"
-    ) == 1
+    figures = page.evaluate(STATIC_FIGURES)
+    assert len(figures) == 1, figures
+    kinds = [(c["kind"], c["label"]) for c in figures[0]["controls"]]
+    assert kinds == [("range", "k2, x"), ("range", "k2, y"), ("select", "weights")], kinds
 
 
 def test_offline_search_finds_softmax_on_the_model_chapter(visit):

@@ -37,22 +37,61 @@ def test_page_loads_no_asset_from_the_internet(page):
     assert external == [], f"{page} would fetch {external} from the internet"
 
 
-def test_mathjax_and_widget_manager_are_vendored():
+def test_mathjax_and_static_figure_script_are_vendored():
     html = read(f"{CHAPTER}.html")
     assert re.search(r'<script[^>]+src="\.\./_static/mathjax/tex-chtml\.js', html)
-    assert re.search(r'<script[^>]+src="\.\./_static/require\.min\.js', html)
-    assert re.search(r'<script[^>]+src="\.\./_static/html-manager/embed-amd\.js', html)
-    for asset in ("mathjax/tex-chtml.js", "require.min.js", "html-manager/embed-amd.js",
-                  "html-manager/widgets-setup.js"):
+    assert re.search(r'<script[^>]+src="\.\./_static/static-widgets\.js', html)
+    for asset in ("mathjax/tex-chtml.js", "static-widgets.js"):
         assert (HTML / "_static" / asset).is_file(), f"_static/{asset} was not copied into the site"
     fonts = list((HTML / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
     assert len(fonts) > 10, "MathJax's fonts are missing"
 
 
-def test_chapter_saves_widget_state_for_readers_without_a_kernel():
+# what the website no longer needs: its figures work without the ipywidgets HTML manager
+WIDGET_MANAGER = ("embed-amd.js", "require.min.js", "widgets-setup.js",
+                  "application/vnd.jupyter.widget-state+json", "application/vnd.jupyter.widget-view+json")
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_loads_no_widget_manager(page):
+    html = read(page)
+    assert [name for name in WIDGET_MANAGER if name in html] == []
+    has_figure = 'class="attn-static-widget"' in html
+    loads_script = "static-widgets.js" in html
+    assert loads_script == has_figure, (
+        "static-widgets.js must be loaded exactly on the pages that show an interactive figure")
+
+
+def test_site_ships_no_widget_manager():
+    shipped = [p.name for p in (HTML / "_static").rglob("*") if p.name in WIDGET_MANAGER[:3]]
+    assert shipped == []
+
+
+def test_static_figure_states_are_files_not_inline_data():
+    """A page carries the addresses of its figures' states, not their bytes: each state loads when shown."""
     html = read(f"{CHAPTER}.html")
-    assert html.count('type="application/vnd.jupyter.widget-state+json"') == 1
-    assert 'type="application/vnd.jupyter.widget-view+json"' in html
+    figure = re.search(r'<div class="attn-static-widget".*?</script></div>', html, re.S)
+    assert figure, "the chapter shows no static interactive figure"
+    assert "data:image" not in figure.group(0)
+    states = re.findall(r'"(\.\./_images/static-figures/[0-9a-f]+\.png)"', figure.group(0))
+    assert len(states) >= 12, len(states)
+    for state in states:
+        assert (HTML / "chapters" / state).resolve().is_file(), f"{state} is missing"
+
+
+def test_every_chapter_with_a_widget_shows_its_static_form():
+    """Each widget view of a chapter's source is displayed through with_static_page on the website."""
+    missing = {}
+    for page in toc_pages():
+        source = ROOT / page.replace(".html", ".md")
+        if not source.is_file():
+            continue
+        text = source.read_text(encoding="utf-8")
+        expected = text.count("display(with_static_page(")
+        shown = read(page).count('class="attn-static-widget"')
+        if expected != shown or ("ipywidgets" in text and shown == 0):
+            missing[page] = (expected, shown)
+    assert missing == {}, f"(figures in the source, figures on the page): {missing}"
 
 
 def test_launch_buttons_open_the_executed_notebook():
@@ -229,3 +268,11 @@ def test_a_pdf_in_the_site_is_the_book():
     if not pdf.exists():
         pytest.skip("no PDF in this build of the site: `make book` without `make pdf` links to a publish-time file")
     assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def test_downloadable_notebooks_carry_no_static_form():
+    """The download button's notebook shows the live widget in Jupyter; the website's states stay out of it."""
+    notebooks = list((HTML / "_sources" / "chapters").glob("*.ipynb"))
+    assert len(notebooks) >= 10
+    heavy = [p.name for p in notebooks if "attn-static-widget" in p.read_text(encoding="utf-8")]
+    assert heavy == []

@@ -1,0 +1,80 @@
+"""A local Sphinx extension: the book's interactive figures on the static website (attnbook.static_widgets).
+
+* Each figure's precomputed states arrive as data URLs inside the page. On the website they are
+  written once to ``_images/static-figures/<hash>.png`` and the page refers to those files, so a
+  reader downloads only the states they look at (the JSON holds their addresses, not their bytes).
+* The page that shows a figure loads web/src/static-widgets.js (a few lines, vendored as
+  ``_static/static-widgets.js``); other pages load nothing for it.
+* The website shows no ipywidgets view (_config.yml's mime priority), so myst-nb's saved widget state
+  (a large JSON of every widget model) is of no use there and is dropped from the page.
+* The page's download button offers the executed notebook (_sources/.../*.ipynb). Its static forms,
+  every state's image, are of no use in Jupyter, which shows the live widget: they are dropped there,
+  as scripts/execute_notebooks.py drops them from the paired notebooks.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import posixpath
+import re
+from pathlib import Path
+
+FIGURE = re.compile(r'<div class="attn-static-widget".*?</script></div>', re.S)
+DATA_URL = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
+IMAGE_FOLDER = "_images/static-figures"
+SCRIPT = "static-widgets.js"
+
+
+def _drop_widget_state(app, pagename: str) -> None:
+    metadata = getattr(app.env, "nb_metadata", {}).get(pagename, {})
+    js_files = metadata.get("js_files", {})
+    for key in [k for k in js_files if k.startswith("ipywidgets")]:
+        del js_files[key]
+
+
+def static_figures(app, pagename, templatename, context, doctree) -> None:
+    if app.builder.format != "html":
+        return
+    _drop_widget_state(app, pagename)
+    body = context.get("body") or ""
+    if 'class="attn-static-widget"' not in body:
+        return
+    folder = Path(app.outdir) / IMAGE_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = posixpath.relpath(IMAGE_FOLDER, posixpath.dirname(pagename) or ".")
+
+    def to_file(match: re.Match) -> str:
+        data = base64.b64decode(match.group(1))
+        name = hashlib.sha256(data).hexdigest()[:20] + ".png"
+        target = folder / name
+        if not target.exists():
+            target.write_bytes(data)
+        return f"{prefix}/{name}"
+
+    context["body"] = FIGURE.sub(lambda figure: DATA_URL.sub(to_file, figure.group(0)), body)
+    app.add_js_file(SCRIPT, defer="defer")
+
+
+def drop_static_forms_from_downloads(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    for notebook in (Path(app.outdir) / "_sources").rglob("*.ipynb"):
+        text = notebook.read_text(encoding="utf-8")
+        if "attn-static-widget" not in text:
+            continue
+        content = json.loads(text)
+        for cell in content.get("cells", []):
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if 'class="attn-static-widget"' in "".join(data.get("text/html", "")):
+                    del data["text/html"]
+        notebook.write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def setup(app):
+    app.connect("build-finished", drop_static_forms_from_downloads)
+    # before myst-nb's own html-page-context handler (priority 500), which adds the saved widget state
+    app.connect("html-page-context", static_figures, priority=400)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
