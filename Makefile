@@ -22,7 +22,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: student grade publish bench site-size book test test-package test-notebooks test-site notebooks serve clean assets venv browser
+.PHONY: student grade publish bench site-size book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) scripts/build_book.py
@@ -47,7 +47,7 @@ notebooks: $(STAMP)
 
 # one pytest run, so one summary line counts everything; the PDF first, so that the site it tests carries
 # it (scripts/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused
-test: pdf book browser
+test: pdf book browser sandbox
 	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS)
 
 test-package: $(STAMP)
@@ -63,6 +63,12 @@ browser:
 	@test -x $(CHROMIUM) || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Debian's chromium is needed for the browser test: sudo apt-get install chromium"; exit 1; fi; }
+
+# bubblewrap: the grader runs every submission in its sandbox (scripts/sandbox.py; tests/homework)
+sandbox:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bubblewrap is needed to grade homework in a sandbox: sudo apt-get install bubblewrap"; exit 1; fi; }
 
 serve: book
 	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
