@@ -34,6 +34,8 @@ from pathlib import Path
 
 import nbformat
 
+from execute_notebooks import display_path
+
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
 STUDENT_DIR = ROOT / "_build" / "student"
@@ -77,14 +79,18 @@ def role(cell) -> str | None:
     return roles[0] if len(roles) == 1 else None
 
 
+def top_level_statements(source: str) -> list[ast.stmt]:
+    """The top-level statements of a cell's code (none when it does not parse)."""
+    try:
+        return ast.parse(source).body
+    except SyntaxError:
+        return []
+
+
 def defined_names(source: str) -> set[str]:
     """Names a cell defines at top level: functions, classes and assigned variables."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
     names: set[str] = set()
-    for node in tree.body:
+    for node in top_level_statements(source):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -264,11 +270,8 @@ def write_student_notebooks(out: Path, homeworks: list[str]) -> list[Path]:
 
 def function_names(source: str) -> set[str]:
     """Names a cell defines with ``def`` at top level."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {node.name for node in top_level_statements(source)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def grading_plan(homework: str | Path) -> dict:
@@ -441,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{_number(points)} points")
         elif args.command == "student":
             for target in write_student_notebooks(args.out, args.homework):
-                print(f"wrote {_relative(target)}")
+                print(f"wrote {display_path(target)}")
         elif args.command == "grade":
             import grading as grader  # the sandbox and the grading workers: only this command needs them
 
@@ -457,12 +460,12 @@ def main(argv: list[str] | None = None) -> int:
                                  f"{_number(result['max_total'])}  {result['reason']}"))
             for relative, reason in skipped:
                 print(_printable(f"skipped {relative}: {reason}"))
-            print(f"graded {len(results)} submission(s) in {seconds:.1f} s: {_relative(args.out / 'grades.csv')}, "
-                  f"feedback in {_relative(args.out / 'feedback')}"
+            print(f"graded {len(results)} submission(s) in {seconds:.1f} s: {display_path(args.out / 'grades.csv')}, "
+                  f"feedback in {display_path(args.out / 'feedback')}"
                   + (f", {len(skipped)} file(s) skipped (skipped.csv)" if skipped else ""))
         elif args.command == "nbgrader":
             for target in write_nbgrader(args.out, args.homework):
-                print(f"wrote {_relative(target)}")
+                print(f"wrote {display_path(target)}")
     except HomeworkError as error:
         print(f"homework: {error}", file=sys.stderr)
         return 1
@@ -472,13 +475,6 @@ def main(argv: list[str] | None = None) -> int:
 def _printable(text: str) -> str:
     """A line for the terminal: control characters of file names and messages (escape codes) as ``?``."""
     return "".join("?" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
-
-
-def _relative(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(ROOT).as_posix()
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":
