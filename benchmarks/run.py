@@ -16,7 +16,7 @@ It measures, in one run, side by side:
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
-(attnbook/data/benchmark_results.json, see attnbook.benchmark_record), from where the chapter
+(attnbook/data/benchmark_results.json, see attnbook.timing.load_benchmark_results), from where the chapter
 "Efficient attention" reads them. This is a benchmark, not a test: nothing fails when a goal is missed.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from attnbook import scaled_dot_product_attention
-from attnbook.benchmark_record import benchmark_results_path
+from attnbook.timing import benchmark_results_path, time_calls
 from attnbook.tiled import tiled_attention
 
 MIB = 2**20
@@ -109,13 +109,8 @@ def torch_worker(folder: Path, repeats: int) -> None:
     for name in sorted({p.name.split(".")[0] for p in folder.glob("*.q.npy")}):
         tq, tk, tv = (torch.from_numpy(np.load(folder / f"{name}.{part}.npy")) for part in "qkv")
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        sdpa(tq, tk, tv)  # warm-up
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            out = sdpa(tq, tk, tv)
-            best = min(best, time.perf_counter() - start)
-        report["seconds"][name] = best
+        report["seconds"][name] = float(time_calls([lambda: sdpa(tq, tk, tv)], repeats=repeats, clock="wall")[0])
+        out = sdpa(tq, tk, tv)
         np.save(folder / f"{name}.torch_out.npy", out.numpy())
     print(json.dumps(report))
 
@@ -138,15 +133,8 @@ def time_torch(cases: dict, repeats: int) -> dict | None:
 
 def min_times(functions: dict, repeats: int) -> dict:
     """Minimum wall time of each function over ``repeats`` rounds, the functions interleaved in each round."""
-    best = {name: float("inf") for name in functions}
-    for name, function in functions.items():  # warm-up: first calls allocate and load code
-        function()
-    for _ in range(repeats):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            function()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+    seconds = time_calls(list(functions.values()), repeats=repeats, statistic="min", clock="wall")
+    return {name: float(t) for name, t in zip(functions, seconds)}
 
 
 def peak_extra_bytes(function) -> int:

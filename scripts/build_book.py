@@ -5,7 +5,7 @@ attnbook package would leave stale outputs in the site. This script hashes the p
 and clears the execution cache whenever that hash changes.
 
 It sets ATTNBOOK_STATIC_FIGURES=1 for the build's kernels: the interactive figures then also draw
-the states the website shows without a kernel (attnbook.static_widgets). Outside these builds (a
+the states the website shows without a kernel (attnbook.book.static_widgets). Outside these builds (a
 reader's kernel, nbval, scripts/execute_notebooks.py) they do not spend the time.
 """
 

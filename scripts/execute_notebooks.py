@@ -111,7 +111,7 @@ def execute(source: Path) -> float:
         for output in cell.get("outputs", []):  # views of widgets whose state is not saved
             data = output.get("data", {})
             if data.pop("application/vnd.jupyter.widget-view+json", None) is not None:
-                # and the website's precomputed form of an interactive figure (attnbook.static_widgets):
+                # and the website's precomputed form of an interactive figure (attnbook.book.static_widgets):
                 # every state's image, which the site builds from the .md; Jupyter shows the live widget
                 if 'class="attn-static-widget"' in data.get("text/html", ""):
                     data.pop("text/html")

@@ -1,4 +1,4 @@
-"""A local Sphinx extension: the book's interactive figures on the static website (attnbook.static_widgets).
+"""A local Sphinx extension: the book's interactive figures on the static website (attnbook.book.static_widgets).
 
 * Each figure's precomputed states arrive as data URLs inside the page. On the website they are
   written once to ``_images/static-figures/<hash>.png`` and the page refers to those files, so a

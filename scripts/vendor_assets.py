@@ -2,7 +2,7 @@
 
 The book must work with no internet: MathJax 3 is installed from npm (web/package.json +
 package-lock.json, `npm ci`) and only the files the pages load are copied, so the site stays small.
-The interactive figures need no widget manager on the website (attnbook.static_widgets): their few
+The interactive figures need no widget manager on the website (attnbook.book.static_widgets): their few
 lines of JavaScript, web/src/static-widgets.js, are copied with the book's CSS. Run by `make assets`.
 """
 

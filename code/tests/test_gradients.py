@@ -19,7 +19,7 @@ from attnbook.gradients import (
     score_gradient,
     softmax_backward,
 )
-from attnbook.modalities import numerical_jacobian
+from attnbook.probes import numerical_jacobian
 
 
 

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis.extra.numpy import arrays
 
 from attnbook import banded_mask, causal_mask, graph_mask, padding_mask, scaled_dot_product_attention, softmax
+from attnbook.counts import attention_pair_count
 from attnbook.mask_tools import (
     additive_mask,
     banded_attention,
-    banded_entry_count,
     fully_masked_rows,
     mask_from_additive,
     plain_softmax,
@@ -217,43 +217,6 @@ def test_fully_masked_rows_refuses_a_float_mask():
         fully_masked_rows([[0.5, 1.0]])
 
 
-# --- banded_entry_count -----------------------------------------------------------------------------
-
-
-@given(n=st.integers(1, 40), window=st.integers(0, 45), causal=st.booleans())
-def test_banded_entry_count_counts_the_true_entries_of_the_mask(n, window, causal):
-    assert banded_entry_count(n, window, causal) == int(banded_mask(n, window, causal=causal).sum())
-
-
-def test_banded_entry_count_without_a_band_limit_is_the_full_or_the_triangle():
-    assert banded_entry_count(10, 9) == 100 and banded_entry_count(10, 50) == 100
-    assert banded_entry_count(10, 9, causal=True) == 55
-
-
-def test_banded_entry_count_of_width_zero_is_n():
-    assert banded_entry_count(7, 0) == 7 and banded_entry_count(7, 0, causal=True) == 7
-
-
-def test_banded_entry_count_grows_linearly_in_n():
-    # the same window, ten times the length: about ten times the entries (not a hundred)
-    small, large = banded_entry_count(1_000, 50), banded_entry_count(10_000, 50)
-    assert large - 10 * small == 9 * 50 * 51  # exact: only the end corrections differ
-    assert banded_entry_count(60_000, 50) < 60_000 * 101
-
-
-def test_banded_entry_count_returns_a_python_int():
-    assert type(banded_entry_count(np.int64(5), np.int32(2))) is int
-
-
-def test_banded_entry_count_refuses_bad_arguments():
-    with pytest.raises(ValueError, match=r"^n must be at least 1, got 0$"):
-        banded_entry_count(0, 1)
-    with pytest.raises(TypeError, match=r"^window must be an integer, got 1.5$"):
-        banded_entry_count(3, 1.5)
-    with pytest.raises(TypeError, match=r"^causal must be True or False, got 'yes'$"):
-        banded_entry_count(3, 1, causal="yes")
-
-
 # --- banded_attention -------------------------------------------------------------------------------
 
 
@@ -328,7 +291,7 @@ def test_banded_attention_computes_2w_plus_1_scores_per_query():
     x = np.zeros((n, 2))  # (n, d)
     band = banded_attention(x, x, x, window).weights
     assert band.size == n * (2 * window + 1)  # linear in n, against n * n = 1,000,000 for the full matrix
-    assert int((band > 0).sum()) == banded_entry_count(n, window)
+    assert int((band > 0).sum()) == attention_pair_count(n, window=window)
 
 
 @pytest.mark.parametrize("shapes, message", [

@@ -1,4 +1,4 @@
-"""Tests of attnbook.modalities: convolution as attention, patches, RNN Jacobians, counts and fits."""
+"""attnbook.modalities: one convolution (centred or causal), convolution as attention, patches and fits."""
 
 import hypothesis.strategies as st
 import numpy as np
@@ -6,20 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis.extra.numpy import arrays
 
-from attnbook import banded_mask, causal_mask, rnn_forward
+from attnbook import banded_mask
 from attnbook.modalities import (
-    attention_pair_count,
     conv1d,
     conv1d_as_attention,
     conv1d_matrix,
     fit_mixing_matrix,
     grid_local_mask,
     image_to_patches,
-    numerical_jacobian,
-    steps_between,
     patches_to_image,
     quadratic_relative_scores,
-    rnn_state_jacobians,
     shift_mask,
 )
 
@@ -126,7 +122,7 @@ def test_quadratic_scores_peak_at_the_requested_offset():
     [
         (np.ones(4), np.ones(2), r"kernel has shape \(2,\); expected an odd number of taps"),
         (np.ones((4, 2)), np.ones((3, 3, 1)), r"kernel needs c_in = 2 input channels"),
-        (np.ones((4, 2)), np.ones(3), r"expected x \(n,\) with kernel \(k,\), or x \(n, c_in\)"),
+        (np.ones((4, 2)), np.ones(3), r"expected x \(n,\) with kernel \(k,\), or x \(\.\.\., n, c_in\)"),
         (np.ones((4, 1)), np.ones((2, 1, 1)), r"the number of taps k = 2 must be odd"),
     ],
 )
@@ -154,6 +150,76 @@ def test_convolution_is_translation_equivariant_away_from_the_borders():
     x[5:10] = rng.standard_normal(5)  # (n,): a bump far from both ends
     kernel = rng.standard_normal(3)
     np.testing.assert_allclose(conv1d(np.roll(x, 4), kernel), np.roll(conv1d(x, kernel), 4), atol=1e-12)
+
+
+def test_causal_conv1d_equals_the_definition_written_out():
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((6, 3)), rng.standard_normal((3, 3, 2)), rng.standard_normal(2)
+    y = conv1d(x, w, b, causal=True, dilation=2)
+    for t in range(6):
+        expected = b + sum(x[t - 2 * j] @ w[j] for j in range(3) if t - 2 * j >= 0)
+        np.testing.assert_allclose(y[t], expected)
+
+
+def test_causal_conv1d_with_kernel_width_one_is_a_position_wise_linear_map():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((5, 3)), rng.standard_normal((1, 3, 4))
+    np.testing.assert_allclose(conv1d(x, w, causal=True), x @ w[0])
+
+
+def test_causal_conv1d_accepts_a_batch():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 3, 4))
+    y = conv1d(x, w, causal=True)
+    assert y.shape == (2, 5, 4)
+    np.testing.assert_allclose(y[1], conv1d(x[1], w, causal=True))
+
+
+@pytest.mark.parametrize("w, message", [
+    (np.ones((2, 3)), r"^x has shape \(5, 3\) and kernel has shape \(2, 3\); expected x \(n,\) with kernel \(k,\)"),
+    (np.ones((2, 4, 1)), r"^x has shape \(5, 3\) but kernel has shape \(2, 4, 1\); kernel needs c_in = 3 input channels"),
+    (np.ones((0, 3, 1)), r"^kernel has shape \(0, 3, 1\); the number of taps k and c_out must be at least 1$"),
+])
+def test_causal_conv1d_refuses_bad_kernels_naming_the_shapes(w, message):
+    with pytest.raises(ValueError, match=message):
+        conv1d(np.ones((5, 3)), w, causal=True)
+
+
+def test_causal_conv1d_refuses_a_bias_of_the_wrong_shape_and_a_bad_dilation():
+    with pytest.raises(ValueError, match=r"^bias has shape \(3,\) but kernel has shape \(2, 3, 2\); expected bias \(2,\)$"):
+        conv1d(np.ones((5, 3)), np.ones((2, 3, 2)), bias=np.zeros(3), causal=True)
+    with pytest.raises(ValueError, match=r"^dilation must be at least 1, got 0$"):
+        conv1d(np.ones((5, 3)), np.ones((2, 3, 2)), causal=True, dilation=0)
+    with pytest.raises(TypeError, match=r"^causal must be True or False, got 1$"):
+        conv1d(np.ones((5, 3)), np.ones((2, 3, 2)), causal=1)
+
+
+def test_a_centred_dilated_convolution_spreads_its_taps_delta_apart():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((9, 2)), rng.standard_normal((3, 2, 1))  # (n, c_in), (k, c_in, c_out)
+    y = conv1d(x, w, dilation=3)
+    for i in range(9):
+        expected = sum(x[i + d * 3] @ w[d + 1] for d in (-1, 0, 1) if 0 <= i + d * 3 < 9)
+        np.testing.assert_allclose(y[i], expected)
+
+
+def test_a_one_channel_causal_convolution_takes_any_number_of_taps():
+    # y_t = 1 x_t + 10 x_{t-1}
+    np.testing.assert_allclose(conv1d(np.arange(4.0), [1.0, 10.0], causal=True), [0.0, 1.0, 12.0, 23.0])
+
+
+def test_the_centred_and_the_causal_convolution_differ_by_a_shift():
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((8, 2)), rng.standard_normal((3, 2, 2))
+    # centred taps look at offsets -1, 0, +1; causal taps j = 0, 1, 2 at 0, -1, -2: reverse the taps, shift by one
+    centred = conv1d(x, w)
+    causal = conv1d(x, w[::-1], causal=True)
+    np.testing.assert_allclose(causal[1:], centred[:-1], atol=1e-12)
+
+
+def test_conv1d_as_attention_refuses_a_batch():
+    with pytest.raises(ValueError, match=r"conv1d_as_attention takes one sequence"):
+        conv1d_as_attention(np.ones((2, 4, 1)), np.ones((3, 1, 1)))
 
 
 # --- images --------------------------------------------------------------------------------------
@@ -210,125 +276,6 @@ def test_grid_local_mask_is_a_symmetric_square_window(height, width, radius):
 
 def test_one_row_grid_local_mask_is_the_banded_mask():
     np.testing.assert_array_equal(grid_local_mask(1, 7, 2), banded_mask(7, 2))
-
-
-# --- RNN Jacobians -------------------------------------------------------------------------------
-
-
-def random_rnn(seed, n=12, d_in=3, d_h=4, scale=0.9):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, d_in))  # (n, d_in)
-    w_x = rng.standard_normal((d_in, d_h)) / np.sqrt(d_in)  # (d_in, d_h)
-    orthogonal, _ = np.linalg.qr(rng.standard_normal((d_h, d_h)))  # (d_h, d_h)
-    return x, w_x, scale * orthogonal, 0.1 * rng.standard_normal(d_h)
-
-
-@pytest.mark.parametrize("source", [0, 3])
-def test_analytic_rnn_jacobians_match_finite_differences(source):
-    x, w_x, w_h, b = random_rnn(4)
-
-    def states_given(x_source):
-        changed = x.copy()
-        changed[source] = x_source
-        return rnn_forward(changed, w_x, w_h, b)  # (n, d_h)
-
-    analytic = rnn_state_jacobians(x, w_x, w_h, b, source=source)
-    numeric = numerical_jacobian(states_given, x[source])
-    assert analytic.shape == numeric.shape == (12, 4, 3)
-    np.testing.assert_allclose(analytic, numeric, atol=1e-8)
-    np.testing.assert_array_equal(analytic[:source], 0.0)
-
-
-@pytest.mark.parametrize("scale", [0.3, 0.9, 1.5])
-def test_influence_is_bounded_by_the_recurrent_norm_to_the_power_of_the_distance(scale):
-    x, w_x, w_h, b = random_rnn(5, n=30, scale=scale)
-    norms = np.linalg.norm(rnn_state_jacobians(x, w_x, w_h, b), ord=2, axis=(1, 2))  # (n,)
-    bound = np.linalg.norm(w_x, 2) * np.linalg.norm(w_h, 2) ** np.arange(30)  # (n,)
-    assert np.all(norms <= bound * (1 + 1e-12))
-
-
-def test_a_linear_scalar_rnn_has_jacobian_w_h_to_the_power_t():
-    # tanh'(0) = 1: with zero inputs and zero bias the states stay 0 and the chain is exactly w_h^t w_x
-    jac = rnn_state_jacobians(np.zeros((5, 1)), [[2.0]], [[0.5]], [0.0])
-    np.testing.assert_allclose(jac[:, 0, 0], 2.0 * 0.5 ** np.arange(5))
-
-
-def test_rnn_jacobian_errors():
-    with pytest.raises(ValueError, match=r"^x has shape \(2, 3, 1\); expected one sequence \(n, d_in\)$"):
-        rnn_state_jacobians(np.zeros((2, 3, 1)), [[1.0]], [[1.0]], [0.0])
-    with pytest.raises(TypeError, match=r"^source must be an integer, got 1.0$"):
-        rnn_state_jacobians(np.zeros((3, 1)), [[1.0]], [[1.0]], [0.0], source=1.0)
-    with pytest.raises(ValueError, match=r"w_x needs d_in = 1 rows"):
-        rnn_state_jacobians(np.zeros((3, 1)), np.ones((2, 1)), [[1.0]], [0.0])
-
-
-def test_numerical_jacobian_of_a_linear_map_is_the_matrix():
-    matrix = np.arange(6.0).reshape(2, 3)
-    np.testing.assert_allclose(numerical_jacobian(lambda v: matrix @ v, np.ones(3)), matrix, atol=1e-9)
-
-
-def test_numerical_jacobian_keeps_the_shapes_of_input_and_output():
-    jac = numerical_jacobian(lambda a: a.sum(axis=0), np.ones((2, 3)))
-    assert jac.shape == (3, 2, 3)
-    np.testing.assert_allclose(jac[1], [[0, 1, 0], [0, 1, 0]], atol=1e-9)
-
-
-def test_numerical_jacobian_errors():
-    with pytest.raises(TypeError, match=r"^func must be callable, got int$"):
-        numerical_jacobian(3, np.ones(2))
-    with pytest.raises(ValueError, match=r"^eps must be a positive finite number, got -1.0$"):
-        numerical_jacobian(np.sin, np.ones(2), eps=-1.0)
-
-
-# --- counting ------------------------------------------------------------------------------------
-
-
-@given(n=st.integers(1, 30), window=st.integers(0, 35))
-def test_pair_counts_equal_the_number_of_true_entries_of_the_masks(n, window):
-    assert attention_pair_count(n) == n * n
-    assert attention_pair_count(n, causal=True) == int(causal_mask(n).sum())
-    assert attention_pair_count(n, window=window) == int(banded_mask(n, window).sum())
-    assert attention_pair_count(n, window=window, causal=True) == int(banded_mask(n, window, causal=True).sum())
-
-
-def test_pair_counts_of_long_inputs_are_exact_integers():
-    assert attention_pair_count(224 * 224) == 2_517_630_976
-    assert attention_pair_count(160_000) == 25_600_000_000
-    assert isinstance(attention_pair_count(10**6, window=10), int)
-
-
-def test_pair_count_errors():
-    with pytest.raises(TypeError, match=r"^causal must be True or False, got 'yes'$"):
-        attention_pair_count(3, causal="yes")
-    with pytest.raises(ValueError, match=r"^window must be at least 0, got -1$"):
-        attention_pair_count(3, window=-1)
-
-
-@pytest.mark.parametrize(
-    ("distance", "architecture", "reach", "expected"),
-    [
-        (0, "recurrent", None, 0),
-        (37, "recurrent", None, 37),
-        (37, "self-attention", None, 1),
-        (0, "self-attention", None, 1),
-        (37, "convolution", 1, 37),
-        (37, "convolution", 2, 19),
-        (0, "convolution", 2, 1),
-        (1000, "banded-attention", 50, 20),
-        (1001, "banded-attention", 50, 21),
-    ],
-)
-def test_steps_between_positions(distance, architecture, reach, expected):
-    assert steps_between(distance, architecture, reach=reach) == expected
-
-
-def test_steps_between_errors():
-    with pytest.raises(ValueError, match=r"^architecture must be one of"):
-        steps_between(3, "transformer")
-    with pytest.raises(ValueError, match=r"needs reach="):
-        steps_between(3, "banded-attention")
-    with pytest.raises(ValueError, match=r"^reach must be at least 1, got 0$"):
-        steps_between(3, "convolution", reach=0)
 
 
 # --- fitting -------------------------------------------------------------------------------------

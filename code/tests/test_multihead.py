@@ -12,7 +12,6 @@ from attnbook import (
     AttentionResult,
     MultiHeadWeights,
     causal_mask,
-    count_multi_head_parameters,
     init_multi_head_weights,
     merge_heads,
     multi_head_attention,
@@ -301,44 +300,6 @@ def test_a_fully_masked_query_gets_zero_weights_in_every_head():
     np.testing.assert_allclose(out[0], w.b_o)  # a zero concatenation, then W_O and its bias
 
 
-# --- parameters -------------------------------------------------------------------------------------
-
-
-def test_parameter_count_of_the_original_transformer_layer():
-    assert count_multi_head_parameters(512, 8) == 4 * 512 * 512 + 4 * 512 == 1_050_624
-    assert count_multi_head_parameters(512, 8, bias=False) == 1_048_576
-
-
-@pytest.mark.parametrize("d_model", [1, 4, 12, 64, 512])
-def test_parameter_count_does_not_depend_on_the_number_of_heads(d_model):
-    counts = {count_multi_head_parameters(d_model, h) for h in range(1, d_model + 1) if d_model % h == 0}
-    assert counts == {4 * d_model**2 + 4 * d_model}
-
-
-@pytest.mark.parametrize("d_model", [4, 6, 12])
-def test_parameter_count_equals_the_number_of_stored_weights(d_model):
-    w = init_multi_head_weights(d_model, seed=0)
-    assert sum(array.size for array in w) == count_multi_head_parameters(d_model, 1)
-    assert sum(array.size for array in w[:4]) == count_multi_head_parameters(d_model, 1, bias=False)
-
-
-def test_per_head_blocks_hold_the_parameters_of_one_full_width_head():
-    d_model, h = 512, 8
-    per_head = 3 * (d_model * (d_model // h) + d_model // h)  # W_Q, W_K, W_V of one head with biases
-    assert h * per_head + d_model * d_model + d_model == count_multi_head_parameters(d_model, h)
-
-
-def test_parameter_count_refuses_heads_that_do_not_divide_the_width():
-    with pytest.raises(ValueError, match=r"^d_model = 10 is not divisible by n_heads = 4; "):
-        count_multi_head_parameters(10, 4)
-
-
-@pytest.mark.parametrize("d_model", [0, -3])
-def test_parameter_count_refuses_a_non_positive_width(d_model):
-    with pytest.raises(ValueError, match=rf"^d_model must be at least 1, got {d_model}$"):
-        count_multi_head_parameters(d_model, 1)
-
-
 # --- init_multi_head_weights --------------------------------------------------------------------
 
 
@@ -562,11 +523,6 @@ def test_a_mask_with_five_dimensions_is_refused():
     x = np.ones((1, 5, 8))
     with pytest.raises(ValueError, match=r"mask has shape \(1, 1, 1, 5, 5\); expected"):
         multi_head_attention(x, x, x, w, n_heads=2, mask=np.ones((1, 1, 1, 5, 5), dtype=bool))
-
-
-def test_parameter_count_bias_flag_must_be_boolean():
-    with pytest.raises(TypeError, match="bias must be True or False, got 1"):
-        count_multi_head_parameters(8, 2, bias=1)
 
 
 # --- projections that overflow, and errors that name the weights -------------------------------------

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from attnbook.prose import AMPLIFIED, CLOSED_FORM, digits_kept, glue_count, glue_number, round_significant
+from attnbook.book.prose import AMPLIFIED, CLOSED_FORM, digits_kept, glue_count, glue_number, round_significant
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""attnbook.static_widgets: the static form of an interactive figure holds every state, named controls."""
+"""attnbook.book.static_widgets: the static form of an interactive figure holds every state, named controls."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import ipywidgets as widgets
 import pytest
 
-from attnbook.static_widgets import STATIC_ENV, Control, StaticPage, control_from_widget, static_widget_html, with_static_page
+from attnbook.book.static_widgets import STATIC_ENV, Control, StaticPage, control_from_widget, static_widget_html, with_static_page
 
 
 def fake_picture(*values):

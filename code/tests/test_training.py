@@ -20,7 +20,7 @@ from attnbook.training import (
     steps_to_loss,
     train_recall,
 )
-from attnbook.modalities import numerical_jacobian
+from attnbook.probes import numerical_jacobian
 
 # The chapter's setting: 8 pairs, 16 key and 16 value symbols, d_k = d_v = 64, Adam at 0.01.
 CHAPTER = dict(n_pairs=8, n_keys=16, n_values=16, d_k=64, d_v=64, batch_size=32, learning_rate=0.01)

@@ -48,7 +48,7 @@ LOAD_LAZY_IMAGES = """async () => { const images = [...document.querySelectorAll
     image.addEventListener('load', done, {once: true}); image.addEventListener('error', done, {once: true}); }));
   await Promise.race([Promise.all(settled), new Promise(done => setTimeout(done, 30000))]); }"""
 
-# the interactive figures of a page (attnbook.static_widgets, web/src/static-widgets.js): each one's id,
+# the interactive figures of a page (attnbook.book.static_widgets, web/src/static-widgets.js): each one's id,
 # whether its script has set it up, and each of its controls with the accessible name the page gives it
 STATIC_FIGURES = """() => [...document.querySelectorAll('.attn-static-widget')].map(f => ({
   id: f.id, ready: f.dataset.ready === 'true',

@@ -17,7 +17,7 @@ result (a notebook that checks two paths for bitwise equality keeps passing); ze
 numbers are left alone, as every machine computes them exactly, and so are integer arrays. The ``@``
 operator cannot be reached from Python; it is perturbed only through its inputs.
 
-It also records every glued value: ``attnbook.prose.glue_number`` and ``glue_count`` and myst-nb's ``glue``
+It also records every glued value: ``attnbook.book.prose.glue_number`` and ``glue_count`` and myst-nb's ``glue``
 append ``{"name", "value", "digits", "via"}`` to the JSON-lines file named by the kernel's environment
 variable ``ATTNBOOK_GLUE_RECORD``. The perturbation is switched on by ``ATTNBOOK_PERTURB=1``; without it
 the cell only records, which gives the reference run.
@@ -39,7 +39,7 @@ def _attnbook_perturbation_setup():
 
     import myst_nb
 
-    import attnbook.prose as prose
+    import attnbook.book.prose as prose
 
     original_glue = myst_nb.glue
 

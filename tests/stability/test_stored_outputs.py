@@ -6,7 +6,7 @@ next one. These tests find such numbers on one machine: each notebook runs twice
 once with its random inputs and its ``exp``/``matmul``/``einsum`` results moved by a few units in the
 last place (``perturb_kernel.py``), and
 
-* every number glued with ``attnbook.prose.glue_number`` moves, relative to its size, by less than a
+* every number glued with ``attnbook.book.prose.glue_number`` moves, relative to its size, by less than a
   hundredth of the rounding step its precision allows (``10**-(digits + 2)``): it keeps a margin;
 * every other glued value (counts, text) is identical in the two runs;
 * except a glue named ``measured_…``: a time measured by the run that built the page, which the prose
@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnbook.prose import round_significant
+from attnbook.book.prose import round_significant
 from execute_notebooks import ROOT, merge_streams, notebook_sources
 
 HERE = Path(__file__).resolve().parent
@@ -161,7 +161,7 @@ def test_stored_outputs_do_not_depend_on_the_last_bits(notebook_path: Path, tmp_
         elif entry["value"] != other["value"]:
             changed.append(f"{name}: {entry['value']} -> {other['value']}")
     assert not too_sensitive, ("glued numbers that keep more digits than their computation guarantees "
-                               "(glue them with fewer, e.g. attnbook.prose.AMPLIFIED):\n" + "\n".join(too_sensitive))
+                               "(glue them with fewer, e.g. attnbook.book.prose.AMPLIFIED):\n" + "\n".join(too_sensitive))
     assert not changed, "glued values that are not numbers and changed:\n" + "\n".join(changed)
 
     overstated = []

@@ -1,4 +1,4 @@
-// The book's interactive figures on the static website, with no kernel (attnbook.static_widgets).
+// The book's interactive figures on the static website, with no kernel (attnbook.book.static_widgets).
 // Each figure is a <div class="attn-static-widget"> holding real form controls, a readout in an
 // aria-live region, the picture, and a JSON script with every precomputed state:
 // {"i,j,...": [image source, alt text, readout]}, keyed by the index of each control's value.

@@ -13,23 +13,22 @@ One implementation, imported by every chapter and reused by every exercise check
 
 from .attention import AttentionResult, attention_scores, scaled_dot_product_attention
 from .masks import banded_mask, causal_mask, graph_mask, padding_mask
+from .counts import count_multi_head_parameters, transformer_parameter_count
 from .multihead import (
     MultiHeadWeights,
-    count_multi_head_parameters,
     init_multi_head_weights,
     merge_heads,
     multi_head_attention,
     multi_head_weights_from_torch,
     split_heads,
 )
-from .parameters import transformer_parameter_count
 from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
 from .recurrent import rnn_forward
 from .normalizers import relu_weights
 from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
 from .projections import self_attention
 from .softmax import softmax, softmax_jacobian
-from .statistics import DotProductVariance, dot_product_variance
+from .probes import DotProductVariance, dot_product_variance
 from .transformer import (
     DecoderLayerWeights,
     EncoderLayerWeights,

@@ -4,7 +4,7 @@ The package's masks are boolean, True = the query may attend to that key (``attn
 Papers and most libraries write masks *additively* instead: a bias of 0 where attention is allowed
 and ``-inf`` where it is not, added to the scores before the softmax. This module converts between
 the two, shows what a softmax without this package's rule for fully masked rows does (it returns
-NaN), counts the entries of a banded mask, and computes banded attention from the band alone, with
+NaN), and computes banded attention from the band alone, with
 ``O(n w)`` scores instead of ``O(n^2)``.
 
 >>> import numpy as np
@@ -36,7 +36,6 @@ from .validation import (
 __all__ = [
     "additive_mask",
     "banded_attention",
-    "banded_entry_count",
     "fully_masked_rows",
     "mask_from_additive",
     "plain_softmax",
@@ -124,31 +123,6 @@ def fully_masked_rows(mask) -> np.ndarray:
     mask = as_bool_mask(mask)  # (..., n_q, n_k)
     check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
     return ~mask.any(axis=-1)  # (..., n_q)
-
-
-def banded_entry_count(n: int, window: int, causal: bool = False) -> int:
-    """How many entries of an ``(n, n)`` score matrix ``banded_mask(n, window, causal)`` keeps.
-
-    With ``w = min(window, n - 1)``: ``n (2w + 1) - w (w + 1)`` for the two-sided band (each row
-    keeps up to ``2w + 1`` keys; the ``w`` rows at each end lose ``1 + 2 + ... + w`` of them), and
-    ``n (w + 1) - w (w + 1) / 2`` for the causal band. Computed without building the mask, so it
-    works for long sequences. The count grows like ``n w``, not ``n^2``.
-
-    >>> banded_entry_count(4, 1), banded_entry_count(4, 1, causal=True), banded_entry_count(4, 9)
-    (10, 7, 16)
-    >>> banded_entry_count(4, -1)
-    Traceback (most recent call last):
-    ...
-    ValueError: window must be at least 0, got -1
-    """
-    n = check_positive_int(n, "n")
-    window = check_positive_int(window, "window", minimum=0)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
-    w = min(window, n - 1)
-    if causal:
-        return n * (w + 1) - w * (w + 1) // 2
-    return n * (2 * w + 1) - w * (w + 1)
 
 
 def banded_attention(q, k, v, window: int, causal: bool = False, scale=None) -> AttentionResult:

@@ -1,15 +1,19 @@
-"""Attention beyond text: convolution as attention, images as patches, path lengths and costs.
+r"""Attention beyond text: convolution as attention, images as patches, and fitting a mixing matrix.
 
-The tools of the chapter "Attention beyond text". They compare self-attention with the two older
-ways of mixing a sequence, convolution and recurrence, and prepare other kinds of data for it:
+The concepts of the chapter "Attention beyond text". They compare self-attention with convolution,
+the older way of mixing a sequence, and prepare other kinds of data for attention:
 
-- a 1-D convolution, its banded matrix, and the same convolution computed by attention heads whose
-  masks leave exactly one key each (one head per kernel offset);
+- a 1-D convolution (centred, as deep-learning libraries define it, or causal, with dilation), its
+  banded matrix, and the same convolution computed by attention heads whose masks leave exactly one
+  key each (one head per kernel offset), or whose relative-position scores approach such masks;
 - images cut into patches (the tokens of a Vision Transformer), and a local window on a grid;
-- the Jacobian of an RNN's states with respect to an early input, analytic and by finite differences;
-- counts of attention score entries (full, causal, truncated) and of the path length between positions;
 - least-squares fits of a sequence-mixing matrix with and without the convolution's assumptions.
 
+What these layers cost and how far information travels through them is counted in
+``attnbook.counts``; which outputs depend on which inputs is measured in ``attnbook.probes``.
+
+Examples
+--------
 >>> import numpy as np
 >>> x = np.array([1.0, 2.0, 3.0])                       # (n,): one channel
 >>> kernel = np.array([1.0, 2.0, -1.0])                 # (k,): weights for offsets -1, 0, +1
@@ -26,32 +30,23 @@ import math
 import numpy as np
 
 from .attention import AttentionResult, scaled_dot_product_attention
-from .recurrent import rnn_forward
 from .softmax import softmax
-from .gradients import numerical_jacobian  # re-exported: it used to live here
-from .mask_tools import banded_entry_count
 from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = [
-    "attention_pair_count",
     "conv1d",
     "conv1d_as_attention",
     "conv1d_matrix",
     "fit_mixing_matrix",
     "grid_local_mask",
     "image_to_patches",
-    "numerical_jacobian",
     "patches_to_image",
     "quadratic_relative_scores",
-    "rnn_state_jacobians",
     "shift_mask",
-    "steps_between",
 ]
 
-ARCHITECTURES = ("recurrent", "convolution", "self-attention", "banded-attention")
 
-
-# --- convolution as attention --------------------------------------------------------------------
+# --- convolution ---------------------------------------------------------------------------------
 
 
 def _checked_kernel_1d(kernel) -> np.ndarray:
@@ -64,62 +59,126 @@ def _checked_kernel_1d(kernel) -> np.ndarray:
     return w
 
 
-def _checked_conv_inputs(x, kernel) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Return x as (n, c_in), kernel as (k, c_in, c_out), and whether the input was one channel."""
+def _checked_conv_inputs(x, kernel, causal: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Return x as (..., n, c_in), kernel as (k, c_in, c_out), and whether the input was one channel."""
     x = as_float_array(x, "x")
     w = as_float_array(kernel, "kernel")
     single = x.ndim == 1 and w.ndim == 1
     if single:
-        w = _checked_kernel_1d(w)[:, None, None]  # (k, 1, 1)
+        w = (w if causal else _checked_kernel_1d(w))[:, None, None]  # (k, 1, 1)
         x = x[:, None]  # (n, 1)
-    elif x.ndim != 2 or w.ndim != 3:
+    elif x.ndim < 2 or w.ndim != 3:
         raise ValueError(
             f"x has shape {x.shape} and kernel has shape {w.shape}; expected x (n,) with kernel (k,), "
-            "or x (n, c_in) with kernel (k, c_in, c_out)"
+            "or x (..., n, c_in) with kernel (k, c_in, c_out)"
         )
-    if w.shape[0] % 2 == 0:
-        raise ValueError(f"kernel has shape {w.shape}; the number of taps k = {w.shape[0]} must be odd")
-    if w.shape[1] != x.shape[1]:
+    if w.shape[0] == 0 or w.shape[2] == 0:
+        raise ValueError(f"kernel has shape {w.shape}; the number of taps k and c_out must be at least 1")
+    if not causal and w.shape[0] % 2 == 0:
+        raise ValueError(f"kernel has shape {w.shape}; the number of taps k = {w.shape[0]} must be odd "
+                         "for a centred convolution")
+    if w.shape[1] != x.shape[-1]:
         raise ValueError(
-            f"x has shape {x.shape} but kernel has shape {w.shape}; kernel needs c_in = {x.shape[1]} "
+            f"x has shape {x.shape} but kernel has shape {w.shape}; kernel needs c_in = {x.shape[-1]} "
             "input channels (its second dimension)"
         )
-    if x.shape[0] == 0:
+    if x.shape[-2] == 0:
         raise ValueError(f"x has shape {x.shape}; a sequence needs at least one position")
     return x, w, single
 
 
-def conv1d(x, kernel) -> np.ndarray:
-    """1-D convolution with zero padding ('same' length), as deep-learning libraries define it.
+def conv1d(x, kernel, bias=None, *, causal: bool = False, dilation: int = 1) -> np.ndarray:
+    r"""1-D convolution with zero padding, centred or causal, with optional dilation.
 
-    ``y[i] = sum_d x[i + d] @ kernel[d + r]`` for offsets ``d = -r .. r`` with ``k = 2r + 1`` taps;
-    positions outside the sequence count as 0. No kernel flip (strictly, a cross-correlation).
+    Centred (the default), with ``k = 2r + 1`` taps, as deep-learning libraries define it (no
+    kernel flip, strictly a cross-correlation); causal, with any ``k``, looking only backwards:
 
-    ``x`` is ``(n,)`` with ``kernel`` ``(k,)`` (one channel; returns ``(n,)``), or ``x`` is
-    ``(n, c_in)`` with ``kernel`` ``(k, c_in, c_out)`` (returns ``(n, c_out)``).
+    .. math::
 
-    >>> conv1d(np.eye(3), np.ones((3, 3, 1)))[:, 0].tolist()
+        y_i = \sum_{d=-r}^{r} x_{i + d\delta}\, W_{d + r} + b, \qquad
+        y_t^{causal} = \sum_{j=0}^{k-1} x_{t - j\delta}\, W_j + b,
+
+    with ``x_s = 0`` outside the sequence, so the output has the length ``n`` of the input. A
+    centred layer moves information at most ``r * dilation`` positions either way, a causal one at
+    most ``(k - 1) * dilation`` positions forward.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (..., n, c_in)
+        One channel (with a kernel ``(k,)``), or a sequence of ``c_in``-vectors, possibly batched.
+    kernel : array_like, shape (k,) or (k, c_in, c_out)
+        One weight or one ``(c_in, c_out)`` matrix per tap; ``k`` odd unless ``causal``.
+    bias : array_like, shape (c_out,), optional
+        Added to every output position.
+    causal : bool, optional
+        Tap ``j`` looks ``j * dilation`` positions back (default False: centred taps).
+    dilation : int, optional
+        Spacing ``delta`` between the taps, at least 1. Default 1.
+
+    Returns
+    -------
+    ndarray, shape (n,) or (..., n, c_out)
+        The convolved sequence.
+
+    Examples
+    --------
+    >>> conv1d(np.eye(3), np.ones((3, 3, 1)))[:, 0].tolist()               # each row sums its neighbours
     [2.0, 3.0, 2.0]
+    >>> x = np.arange(4.0)                                                   # (n,)
+    >>> conv1d(x, np.ones(2), causal=True).tolist()                          # y_t = x_t + x_{t-1}
+    [0.0, 1.0, 3.0, 5.0]
+    >>> conv1d(x, np.ones(2), causal=True, dilation=2).tolist()              # y_t = x_t + x_{t-2}
+    [0.0, 1.0, 2.0, 4.0]
     >>> conv1d(np.ones(4), np.ones(2))
     Traceback (most recent call last):
     ...
     ValueError: kernel has shape (2,); expected an odd number of taps (k,), one weight per offset -(k-1)/2 .. (k-1)/2
     """
-    x, w, single = _checked_conv_inputs(x, kernel)  # (n, c_in), (k, c_in, c_out)
-    n, r = x.shape[0], w.shape[0] // 2
-    padded = np.pad(x, ((r, r), (0, 0)))  # (n + 2r, c_in): zeros outside the sequence
-    y = np.zeros((n, w.shape[2]), dtype=np.result_type(x, w))  # (n, c_out)
-    for tap in range(w.shape[0]):  # tap = d + r
-        y += padded[tap:tap + n] @ w[tap]  # (n, c_in) @ (c_in, c_out) -> (n, c_out)
-    return y[:, 0] if single else y
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    x, w, single = _checked_conv_inputs(x, kernel, bool(causal))  # (..., n, c_in), (k, c_in, c_out)
+    dilation = check_positive_int(dilation, "dilation")
+    n, k = x.shape[-2], w.shape[0]
+    offsets = [-j * dilation for j in range(k)] if causal else [(tap - k // 2) * dilation for tap in range(k)]
+    y = np.zeros(x.shape[:-1] + (w.shape[2],), dtype=np.result_type(x, w))  # (..., n, c_out)
+    for tap, offset in enumerate(offsets):  # y_i += x_{i + offset} W_tap where i + offset is inside
+        if abs(offset) >= n:  # this tap sees only the zero padding
+            continue
+        if offset >= 0:
+            y[..., : n - offset, :] += x[..., offset:, :] @ w[tap]  # (..., n - offset, c_out)
+        else:
+            y[..., -offset:, :] += x[..., : n + offset, :] @ w[tap]  # (..., n + offset, c_out)
+    if bias is not None:
+        b = as_float_array(bias, "bias")  # (c_out,)
+        if b.shape != (w.shape[2],):
+            raise ValueError(f"bias has shape {b.shape} but kernel has shape {w.shape}; "
+                             f"expected bias ({w.shape[2]},)")
+        y = y + b  # (..., n, c_out)
+    return y[..., 0] if single else y
 
 
 def conv1d_matrix(kernel, n: int) -> np.ndarray:
-    """The ``(n, n)`` matrix ``C`` of a one-channel convolution: ``conv1d(x, kernel) == C @ x``.
+    r"""The ``(n, n)`` matrix ``C`` of a centred one-channel convolution: ``conv1d(x, kernel) == C @ x``.
 
-    ``C[i, j] = kernel[j - i + r]`` when ``|j - i| <= r`` and 0 otherwise: a banded matrix whose
-    entries depend only on the offset ``j - i`` (a Toeplitz matrix), the same for every input.
+    .. math:: C_{ij} = \begin{cases} w_{j - i + r} & |j - i| \le r \\ 0 & \text{otherwise} \end{cases}
 
+    a banded matrix whose entries depend only on the offset ``j - i`` (a Toeplitz matrix), the same
+    for every input.
+
+    Parameters
+    ----------
+    kernel : array_like, shape (k,)
+        An odd number ``k = 2r + 1`` of taps.
+    n : int
+        Length of the sequence, at least 1.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        The convolution as a matrix.
+
+    Examples
+    --------
     >>> conv1d_matrix([1.0, 2.0, -1.0], 4).tolist()
     [[2.0, -1.0, 0.0, 0.0], [1.0, 2.0, -1.0, 0.0], [0.0, 1.0, 2.0, -1.0], [0.0, 0.0, 1.0, 2.0]]
     """
@@ -132,11 +191,27 @@ def conv1d_matrix(kernel, n: int) -> np.ndarray:
 
 
 def shift_mask(n: int, offset: int) -> np.ndarray:
-    """Mask ``(n, n)`` that lets query ``i`` attend to key ``i + offset`` only.
+    r"""Mask ``(n, n)`` that lets query ``i`` attend to key ``i + offset`` only.
+
+    .. math:: M_{ij} = [\, j - i = \text{offset} \,]
 
     Rows whose key would fall outside the sequence are entirely False; attention then gives them
     zero weights and a zero output, which is exactly a convolution's zero padding.
 
+    Parameters
+    ----------
+    n : int
+        Length of the sequence, at least 1.
+    offset : int
+        Where each query looks, relative to itself.
+
+    Returns
+    -------
+    ndarray of bool, shape (n, n)
+        The mask, True where the query may attend.
+
+    Examples
+    --------
     >>> shift_mask(3, 1).astype(int).tolist()
     [[0, 1, 0], [0, 0, 1], [0, 0, 0]]
     >>> shift_mask(3, 1.5)
@@ -152,10 +227,13 @@ def shift_mask(n: int, offset: int) -> np.ndarray:
 
 
 def conv1d_as_attention(x, kernel, alpha: float | None = None) -> AttentionResult:
-    """The convolution ``conv1d(x, kernel)`` computed by ``k`` attention heads, one per offset.
+    r"""The centred convolution ``conv1d(x, kernel)`` computed by ``k`` attention heads, one per offset.
 
-    Head ``d`` (offset ``d = -r .. r``) attends to key ``i + d`` from query ``i``, and its values are
-    ``x @ kernel[d + r]``; summing the heads' outputs gives the convolution.
+    Head ``d`` (offset ``d = -r .. r``) attends from query ``i`` to key ``i + d``, and its values
+    are ``x W_{d + r}``; summing the heads' outputs gives the convolution:
+
+    .. math:: \sum_{d=-r}^{r} \mathrm{softmax}(S_d)\, x W_{d + r} = \mathrm{conv1d}(x, W)
+              \quad\text{when each row of } \mathrm{softmax}(S_d) \text{ is one-hot at } i + d.
 
     - ``alpha=None`` (exact): head ``d`` uses the mask ``shift_mask(n, d)``, so each row has one
       allowed key and the softmax puts weight exactly 1 on it. The queries and keys are ``x`` itself,
@@ -165,9 +243,23 @@ def conv1d_as_attention(x, kernel, alpha: float | None = None) -> AttentionResul
       grows, so the output tends to the convolution at every position whose window lies inside the
       sequence (at the borders the weight that zero padding would drop lands on the nearest keys).
 
-    Returns ``(output, weights)``: output ``(n,)`` or ``(n, c_out)`` like :func:`conv1d`, and the
-    heads' weights ``(k, n, n)``.
+    Parameters
+    ----------
+    x : array_like, shape (n,) or (n, c_in)
+        One sequence.
+    kernel : array_like, shape (k,) or (k, c_in, c_out)
+        An odd number of taps.
+    alpha : float or None, optional
+        ``None`` (default) for the exact masked heads, or the sharpness of the soft heads.
 
+    Returns
+    -------
+    AttentionResult
+        ``(output, weights)``: output ``(n,)`` or ``(n, c_out)`` like ``conv1d``, and the heads'
+        weights ``(k, n, n)``.
+
+    Examples
+    --------
     >>> out, w = conv1d_as_attention(np.arange(4.0), np.array([0.0, 0.0, 1.0]))   # read the next value
     >>> out.tolist(), w.shape
     ([1.0, 2.0, 3.0, 0.0], (3, 4, 4))
@@ -175,7 +267,9 @@ def conv1d_as_attention(x, kernel, alpha: float | None = None) -> AttentionResul
     >>> print(np.round(soft, 6))
     [1. 2. 3. 3.]
     """
-    x, w, single = _checked_conv_inputs(x, kernel)  # (n, c_in), (k, c_in, c_out)
+    x, w, single = _checked_conv_inputs(x, kernel, causal=False)  # (n, c_in), (k, c_in, c_out)
+    if x.ndim != 2:
+        raise ValueError(f"x has shape {x.shape}; conv1d_as_attention takes one sequence (n,) or (n, c_in)")
     n, k = x.shape[0], w.shape[0]
     r = k // 2
     values = np.einsum("nc,kco->kno", x, w)  # (k, n, c_out): head d's values x @ kernel[d + r]
@@ -191,12 +285,30 @@ def conv1d_as_attention(x, kernel, alpha: float | None = None) -> AttentionResul
 
 
 def quadratic_relative_scores(n: int, offset: int, alpha: float) -> np.ndarray:
-    """Scores ``(n, n)`` that depend only on relative position: ``-alpha * ((j - i) - offset) ** 2``.
+    r"""Scores ``(n, n)`` that depend only on relative position, peaking at one offset.
+
+    .. math:: S_{ij} = -\alpha \big((j - i) - \text{offset}\big)^2
 
     This is the "quadratic" relative positional encoding with which Cordonnier, Loukas and Jaggi
     (2020) let one head attend to one offset: the softmax of a row peaks at key ``i + offset`` and
     tends to a one-hot vector there as ``alpha`` grows (for rows where that key exists).
 
+    Parameters
+    ----------
+    n : int
+        Length of the sequence, at least 1.
+    offset : int
+        The relative position the scores favour.
+    alpha : float
+        Sharpness, positive and finite.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        The scores.
+
+    Examples
+    --------
     >>> quadratic_relative_scores(3, 1, 2.0).tolist()
     [[-2.0, -0.0, -2.0], [-8.0, -2.0, -0.0], [-18.0, -8.0, -2.0]]
     >>> quadratic_relative_scores(3, 0, -1.0)
@@ -230,12 +342,29 @@ def _checked_image(image) -> np.ndarray:
 
 
 def image_to_patches(image, patch_size: int) -> np.ndarray:
-    """Cut an image into non-overlapping square patches and flatten each: the tokens of a ViT.
+    r"""Cut an image into non-overlapping square patches and flatten each: the tokens of a ViT.
 
-    ``image`` is ``(H, W)`` or ``(H, W, C)``; ``H`` and ``W`` must be multiples of ``patch_size = p``.
-    Returns ``(H/p * W/p, p * p * C)``: patches in row-major order (left to right, then top to
-    bottom), each flattened row by row with the channels innermost.
+    An ``H x W`` image with ``C`` channels becomes
 
+    .. math:: \frac{H}{p} \cdot \frac{W}{p} \text{ tokens of width } p^2 C,
+
+    the patches in row-major order (left to right, then top to bottom), each flattened row by row
+    with the channels innermost.
+
+    Parameters
+    ----------
+    image : array_like, shape (H, W) or (H, W, C)
+        The image; ``H`` and ``W`` must be multiples of ``patch_size``.
+    patch_size : int
+        Side ``p`` of the square patches, at least 1.
+
+    Returns
+    -------
+    ndarray, shape (H/p * W/p, p * p * C)
+        One row per patch.
+
+    Examples
+    --------
     >>> image_to_patches(np.arange(16.0).reshape(4, 4), 2).tolist()
     [[0.0, 1.0, 4.0, 5.0], [2.0, 3.0, 6.0, 7.0], [8.0, 9.0, 12.0, 13.0], [10.0, 11.0, 14.0, 15.0]]
     >>> image_to_patches(np.zeros((6, 4)), 4)
@@ -257,8 +386,26 @@ def image_to_patches(image, patch_size: int) -> np.ndarray:
 
 
 def patches_to_image(patches, image_shape, patch_size: int) -> np.ndarray:
-    """Inverse of :func:`image_to_patches`: put ``(n_patches, p * p * C)`` back into ``image_shape``.
+    r"""Inverse of ``image_to_patches``: put the patches back into an image.
 
+    .. math:: \mathrm{patches\_to\_image}(\mathrm{image\_to\_patches}(I, p), \mathrm{shape}(I), p) = I
+
+    Parameters
+    ----------
+    patches : array_like, shape (H/p * W/p, p * p * C)
+        One flattened patch per row, in row-major order.
+    image_shape : tuple of int
+        ``(H, W)`` or ``(H, W, C)``.
+    patch_size : int
+        Side ``p`` of the square patches, at least 1.
+
+    Returns
+    -------
+    ndarray, shape image_shape
+        The image.
+
+    Examples
+    --------
     >>> image = np.arange(48.0).reshape(4, 4, 3)
     >>> bool(np.array_equal(patches_to_image(image_to_patches(image, 2), (4, 4, 3), 2), image))
     True
@@ -290,12 +437,26 @@ def patches_to_image(patches, image_shape, patch_size: int) -> np.ndarray:
 
 
 def grid_local_mask(height: int, width: int, radius: int) -> np.ndarray:
-    """Local attention on a ``height x width`` grid of tokens (pixels or patches) in row-major order.
+    r"""Local attention on a ``height x width`` grid of tokens (pixels or patches) in row-major order.
 
-    Token ``(r, c)`` may attend to token ``(r', c')`` when ``|r - r'| <= radius`` and
-    ``|c - c'| <= radius``: a ``(2 radius + 1)``-wide square window, the 2-D analogue of
-    :func:`attnbook.banded_mask`. Returns ``(height * width, height * width)``.
+    .. math:: M_{(r, c), (r', c')} = [\, |r - r'| \le \rho \text{ and } |c - c'| \le \rho \,]
 
+    a ``(2 radius + 1)``-wide square window, the 2-D analogue of ``attnbook.banded_mask``.
+
+    Parameters
+    ----------
+    height, width : int
+        Size of the grid, each at least 1.
+    radius : int
+        Reach ``rho`` of the window in each direction, at least 0.
+
+    Returns
+    -------
+    ndarray of bool, shape (height * width, height * width)
+        True where token ``(r, c)`` (row ``r * width + c``) may attend.
+
+    Examples
+    --------
     >>> grid_local_mask(2, 3, 1).astype(int).tolist()[0]
     [1, 1, 0, 1, 1, 0]
     """
@@ -308,116 +469,36 @@ def grid_local_mask(height: int, width: int, radius: int) -> np.ndarray:
     return near_rows & near_cols  # (n, n)
 
 
-# --- recurrence: how far does an input's influence reach? ---------------------------------------
-
-
-def rnn_state_jacobians(x, w_x, w_h, b, source: int = 0, h_0=None) -> np.ndarray:
-    """Jacobians ``d h_t / d x_source`` of the tanh RNN of :func:`attnbook.rnn_forward`, for every t.
-
-    With rows as vectors, ``h_t = tanh(x_t W_x + h_{t-1} W_h + b)``, the chain rule gives
-    ``J_source = D_source W_x^T`` and ``J_t = D_t W_h^T J_{t-1}`` with ``D_t = diag(1 - h_t**2)``.
-    Returns ``(n, d_h, d_in)``; the Jacobians for ``t < source`` are 0 (the past cannot depend on
-    the future). ``x`` is one sequence ``(n, d_in)``.
-
-    >>> jac = rnn_state_jacobians(np.zeros((3, 1)), np.ones((1, 1)), 0.5 * np.ones((1, 1)), np.zeros(1))
-    >>> jac[:, 0, 0].tolist()
-    [1.0, 0.5, 0.25]
-    >>> rnn_state_jacobians(np.zeros((3, 1)), np.ones((1, 1)), np.ones((1, 1)), np.zeros(1), source=3)
-    Traceback (most recent call last):
-    ...
-    ValueError: source=3 is not a position of x, which has n = 3 positions
-    """
-    x = as_float_array(x, "x")  # (n, d_in)
-    if x.ndim != 2:
-        raise ValueError(f"x has shape {x.shape}; expected one sequence (n, d_in)")
-    n = x.shape[0]
-    if isinstance(source, bool) or not isinstance(source, (int, np.integer)):
-        raise TypeError(f"source must be an integer, got {source!r}")
-    if not 0 <= source < n:
-        raise ValueError(f"source={source} is not a position of x, which has n = {n} positions")
-    states = rnn_forward(x, w_x, w_h, b, h_0=h_0)  # (n, d_h); also validates the weights
-    w_x = as_float_array(w_x, "w_x")  # (d_in, d_h)
-    w_h = as_float_array(w_h, "w_h")  # (d_h, d_h)
-    slopes = 1.0 - states**2  # (n, d_h): tanh'(u_t) = 1 - h_t^2
-    jac = np.zeros((n, w_x.shape[1], x.shape[1]))  # (n, d_h, d_in)
-    jac[source] = slopes[source][:, None] * w_x.T  # (d_h, d_in)
-    for t in range(source + 1, n):
-        jac[t] = slopes[t][:, None] * (w_h.T @ jac[t - 1])  # (d_h, d_h) @ (d_h, d_in) -> (d_h, d_in)
-    return jac
-
-
-# --- counting: cost and path length --------------------------------------------------------------
-
-
-def attention_pair_count(n: int, window: int | None = None, causal: bool = False) -> int:
-    """Number of (query, key) pairs that get a score: ``n**2`` for full attention, fewer with a mask.
-
-    ``window=None``: full (``n**2``) or causal (``n (n + 1) / 2``) attention. With a ``window`` ``w``,
-    the truncated attention of :func:`attnbook.banded_mask`: ``n (2w + 1) - w (w + 1)`` pairs, or
-    ``n (w + 1) - w (w + 1) / 2`` when causal (for ``w < n``; a wider window is the full mask).
-    Exact Python integers, so very long sequences do not overflow. Multiply by ``d_k`` for the
-    multiply-adds of ``Q K^T``, or by the bytes per number for the memory of the score matrix.
-
-    >>> attention_pair_count(1000), attention_pair_count(1000, window=50)
-    (1000000, 98450)
-    >>> attention_pair_count(4, window=1, causal=True)
-    7
-    """
-    n = check_positive_int(n, "n")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
-    if window is None:
-        return n * (n + 1) // 2 if causal else n * n
-    return banded_entry_count(n, window, causal=causal)
-
-
-def steps_between(distance: int, architecture: str, reach: int | None = None) -> int:
-    """Sequential operations that carry information ``distance`` positions, for one architecture.
-
-    - ``"recurrent"``: the number of state-to-state steps (applications of ``W_h``), ``distance``;
-    - ``"convolution"``: stacked layers whose kernel reaches ``reach`` positions to each side
-      (``reach = (k - 1) / 2`` for a centred kernel of size ``k``): ``ceil(distance / reach)``;
-    - ``"banded-attention"``: stacked truncated-attention layers of window ``reach``, the same count;
-    - ``"self-attention"``: one layer, whatever the distance.
-
-    Layer counts are at least 1 (an output always passes through one layer).
-
-    >>> [steps_between(100, "recurrent"), steps_between(100, "convolution", reach=1),
-    ...  steps_between(100, "banded-attention", reach=25), steps_between(100, "self-attention")]
-    [100, 100, 4, 1]
-    >>> steps_between(5, "convolution")
-    Traceback (most recent call last):
-    ...
-    ValueError: architecture 'convolution' needs reach=, the number of positions one layer reaches to each side
-    """
-    distance = check_positive_int(distance, "distance", minimum=0)
-    if architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {architecture!r}")
-    if architecture == "recurrent":
-        return distance
-    if architecture == "self-attention":
-        return 1
-    if reach is None:
-        raise ValueError(
-            f"architecture {architecture!r} needs reach=, the number of positions one layer reaches to each side"
-        )
-    reach = check_positive_int(reach, "reach")
-    return max(1, -(-distance // reach))
-
-
 # --- fitting a mixing matrix: assumptions versus data ---------------------------------------------
 
 
 def fit_mixing_matrix(x, y, kernel_size: int | None = None, ridge: float = 0.0) -> np.ndarray:
-    """Least-squares fit of a matrix ``M`` ``(n, n)`` with ``y_s ≈ M x_s`` for training pairs ``s``.
+    r"""Least-squares fit of a mixing matrix ``M`` ``(n, n)`` with ``y_s ≈ M x_s`` for training pairs ``s``.
 
-    ``x`` and ``y`` are ``(m, n)``: ``m`` one-channel sequences of length ``n`` and their targets.
-    With ``kernel_size=None``, ``M`` is any matrix (``n**2`` numbers: every output may use every
-    input, with its own weight per pair of positions). With an odd ``kernel_size`` ``k``, ``M`` is a
-    convolution, ``conv1d_matrix(kernel, n)`` (``k`` numbers: local and shared across positions).
-    ``ridge`` adds ``ridge * ||parameters||**2`` to the squared error; with ``ridge=0`` and too few
-    examples, the solution of smallest norm is returned.
+    .. math:: \min_M \sum_s \lVert y_s - M x_s \rVert^2 + \lambda \lVert \theta \rVert^2
 
+    over the parameters ``theta`` of ``M``. With ``kernel_size=None``, ``M`` is any matrix
+    (``n**2`` numbers: every output may use every input, with its own weight per pair of
+    positions). With an odd ``kernel_size`` ``k``, ``M`` is a convolution,
+    ``conv1d_matrix(kernel, n)`` (``k`` numbers: local and shared across positions). With
+    ``ridge=0`` and too few examples, the solution of smallest norm is returned.
+
+    Parameters
+    ----------
+    x, y : array_like, shape (m, n)
+        ``m`` one-channel training sequences of length ``n`` and their targets.
+    kernel_size : int or None, optional
+        ``None`` (default) for a free matrix, or the odd width of a convolution.
+    ridge : float, optional
+        The penalty ``lambda``, at least 0. Default 0.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        The fitted matrix.
+
+    Examples
+    --------
     >>> rng = np.random.default_rng(0)
     >>> x = rng.standard_normal((20, 6))                                # (m, n)
     >>> y = x @ conv1d_matrix([0.5, 1.0, -0.5], 6).T                     # (m, n)

@@ -26,7 +26,6 @@ from .validation import as_bool_mask, as_float_array, check_min_ndim, check_posi
 
 __all__ = [
     "MultiHeadWeights",
-    "count_multi_head_parameters",
     "init_multi_head_weights",
     "merge_heads",
     "multi_head_attention",
@@ -202,18 +201,3 @@ def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,
     b_q, b_k, b_v = np.split(in_b, 3)  # (d_model,) each
     return MultiHeadWeights(w_q, w_k, w_v, out_w.T, b_q, b_k, b_v, out_b)
 
-
-def count_multi_head_parameters(d_model: int, n_heads: int, bias: bool = True) -> int:
-    """Number of learned parameters: ``4 d_model^2`` (+ ``4 d_model`` biases), whatever ``n_heads``.
-
-    Each head projects to ``d_model / n_heads`` dimensions, so h heads together use exactly the
-    parameters of one full-width head.
-
-    >>> count_multi_head_parameters(512, 8), count_multi_head_parameters(512, 1)
-    (1050624, 1050624)
-    """
-    d_model = check_positive_int(d_model, "d_model")
-    _check_heads(d_model, n_heads)
-    if not isinstance(bias, bool):
-        raise TypeError(f"bias must be True or False, got {bias!r}")
-    return 4 * d_model * d_model + (4 * d_model if bias else 0)

@@ -43,21 +43,34 @@ AMPLIFIED = 3
 
 
 def round_significant(value: float, digits: int) -> float:
-    """``value`` rounded to ``digits`` significant decimal digits (round half to even, on the decimal).
+    r"""``value`` rounded to ``digits`` significant decimal digits (round half to even, on the decimal).
 
-    Args:
-        value: a finite real number (a Python or numpy scalar, or a 0-d array).
-        digits: how many significant digits to keep, 1 to 15.
+    .. math:: \mathrm{round}\big(v \cdot 10^{\,d - 1 - e}\big) \cdot 10^{\,e - d + 1}, \qquad
+              e = \lfloor \log_{10} |v| \rfloor
 
-    Returns:
+    computed through the decimal text of ``value``, so that ties are decided on the decimal.
+
+    Parameters
+    ----------
+    value : float
+        A finite real number (a Python or numpy scalar, or a 0-d array).
+    digits : int
+        How many significant digits to keep, 1 to 15.
+
+    Returns
+    -------
+    float
         The nearest float to the decimal with ``digits`` significant digits; 0.0 stays 0.0.
 
-    Raises:
-        ValueError: if ``digits`` is not an integer from 1 to 15 or ``value`` is not finite.
+    Raises
+    ------
+    ValueError
+        If ``digits`` is not an integer from 1 to 15 or ``value`` is not finite.
 
-    Example:
-        >>> round_significant(0.80442, 3), round_significant(12345.0, 2), round_significant(0.0, 4)
-        (0.804, 12000.0, 0.0)
+    Examples
+    --------
+    >>> round_significant(0.80442, 3), round_significant(12345.0, 2), round_significant(0.0, 4)
+    (0.804, 12000.0, 0.0)
     """
     if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or not 1 <= digits <= 15:
         raise ValueError(f"digits must be an integer from 1 to 15, got {digits!r}")
@@ -68,16 +81,34 @@ def round_significant(value: float, digits: int) -> float:
 
 
 def digits_kept(value: float, digits: int = CLOSED_FORM, decimals: int | None = None) -> int:
-    """How many significant digits :func:`glue_number` keeps of ``value``.
+    r"""How many significant digits ``glue_number`` keeps of ``value``.
 
-    ``digits`` unless ``decimals`` is given; then as many as ``value`` has down to that decimal place, so
-    that the stored number is the one the prose shows (``{glue:text}`name:.4f``` with ``decimals=4``).
-    Rounding once, to what is shown, avoids rounding twice: 4.1132504 kept to six digits is 4.11325,
-    which a ``.4f`` then shows as 4.1132, not 4.1133.
+    ``digits`` unless ``decimals`` is given; then as many as ``value`` has down to that decimal place,
 
-    Example:
-        >>> digits_kept(4.1132504), digits_kept(4.1132504, decimals=4), digits_kept(26.261, decimals=4)
-        (6, 5, 6)
+    .. math:: \max\big(1,\; \text{decimals} + \lfloor \log_{10} |v| \rfloor + 1\big),
+
+    so that the stored number is the one the prose shows (``{glue:text}`name:.4f``` with
+    ``decimals=4``). Rounding once, to what is shown, avoids rounding twice: 4.1132504 kept to six
+    digits is 4.11325, which a ``.4f`` then shows as 4.1132, not 4.1133.
+
+    Parameters
+    ----------
+    value : float
+        The number to glue.
+    digits : int, optional
+        Significant digits when ``decimals`` is not given. Default ``CLOSED_FORM``.
+    decimals : int or None, optional
+        Decimal places the prose shows.
+
+    Returns
+    -------
+    int
+        The number of significant digits to keep.
+
+    Examples
+    --------
+    >>> digits_kept(4.1132504), digits_kept(4.1132504, decimals=4), digits_kept(26.261, decimals=4)
+    (6, 5, 6)
     """
     if decimals is None:
         return digits
@@ -90,21 +121,30 @@ def digits_kept(value: float, digits: int = CLOSED_FORM, decimals: int | None = 
 
 
 def glue_number(name: str, value: float, digits: int = CLOSED_FORM, *, decimals: int | None = None) -> None:
-    """Glue ``value`` for the prose under ``name``, rounded by :func:`round_significant` (not displayed).
+    """Glue ``value`` for the prose under ``name``, rounded by ``round_significant`` (not displayed).
 
-    Args:
-        name: the glue key the prose uses, ``{glue:text}`name:.3f```.
-        value: a finite real number.
-        digits: significant digits to keep: ``CLOSED_FORM`` (the default) or ``AMPLIFIED`` (see the module).
-        decimals: instead of ``digits``, the decimal places the prose shows (see :func:`digits_kept`); for
-            worked examples whose numbers the text shows to a fixed number of decimals.
+    The stored value is ``round_significant(value, digits_kept(value, digits, decimals))``.
 
-    Returns:
-        Nothing (a notebook cell that ends with it shows no output); the stored value is
-        ``round_significant(value, digits_kept(value, digits, decimals))``.
+    Parameters
+    ----------
+    name : str
+        The glue key the prose uses, ``{glue:text}`name:.3f```.
+    value : float
+        A finite real number.
+    digits : int, optional
+        Significant digits to keep: ``CLOSED_FORM`` (the default) or ``AMPLIFIED`` (see the module).
+    decimals : int or None, optional
+        Instead of ``digits``, the decimal places the prose shows (see ``digits_kept``); for worked
+        examples whose numbers the text shows to a fixed number of decimals.
 
-    Example:
-        >>> glue_number("ratio", 2 / 3)  # stores 0.666667; outside a notebook glue shows nothing
+    Returns
+    -------
+    None
+        A notebook cell that ends with it shows no output.
+
+    Examples
+    --------
+    >>> glue_number("ratio", 2 / 3)  # stores 0.666667; outside a notebook glue shows nothing
     """
     _glue(name, round_significant(value, digits_kept(value, digits, decimals)))
 
@@ -112,19 +152,32 @@ def glue_number(name: str, value: float, digits: int = CLOSED_FORM, *, decimals:
 def glue_count(name: str, value) -> None:
     """Glue a count (an integer, or a float with an integer value) for the prose, exactly.
 
-    Args:
-        name: the glue key the prose uses.
-        value: an integral number: ``7``, ``np.int64(7)`` or ``7.0``.
+    The stored value is ``int(value)``: counts are exact on every machine, so no digit is dropped.
 
-    Raises:
-        ValueError: if ``value`` is not a whole number.
+    Parameters
+    ----------
+    name : str
+        The glue key the prose uses.
+    value : int or float
+        An integral number: ``7``, ``np.int64(7)`` or ``7.0``.
 
-    Example:
-        >>> glue_count("n", 7.0)  # stores the int 7
-        >>> glue_count("n", 7.5)
-        Traceback (most recent call last):
-        ...
-        ValueError: value of 'n' must be a whole number to be glued as a count, got 7.5
+    Returns
+    -------
+    None
+        A notebook cell that ends with it shows no output.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a whole number.
+
+    Examples
+    --------
+    >>> glue_count("n", 7.0)  # stores the int 7
+    >>> glue_count("n", 7.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: value of 'n' must be a whole number to be glued as a count, got 7.5
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
         raise ValueError(f"value of {name!r} must be a whole number to be glued as a count, got {value!r}")

@@ -58,9 +58,28 @@ _IMG = re.compile(r'<img\b[^>]*?\bsrc="([^"]+)"[^>]*?\balt="([^"]*)"', re.S)
 class Control:
     """One control of the static figure: its label, the values it offers there and where it starts.
 
-    ``kind`` is "range" (a slider over ``values`` in order), "select" (a drop-down menu) or
-    "checkbox" (``values`` must then be ``(False, True)``). ``texts`` are the words shown for each
-    value (default ``str(value)``).
+    Parameters
+    ----------
+    label : str
+        The control's accessible name, not blank.
+    values : sequence
+        The values the static page offers, in order.
+    value : object
+        The starting value, one of ``values``.
+    kind : {"range", "select", "checkbox"}, optional
+        A slider over ``values`` in order (default), a drop-down menu, or a checkbox (``values``
+        must then be ``(False, True)``).
+    texts : sequence of str, optional
+        The words shown for each value; by default ``str(value)`` (``f"{value:g}"`` for floats).
+
+    Examples
+    --------
+    >>> Control("width", (1, 2, 4), 2).start, Control("scale", (0.5, 1.0), 1.0).texts
+    (1, ('0.5', '1'))
+    >>> Control("width", (1, 2, 4), 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: control 'width' starts at 3, not one of its values
     """
 
     label: str
@@ -104,11 +123,26 @@ def _grid(lo, hi, step):
 
 
 def control_from_widget(widget, values: Sequence | None = None, label: str | None = None) -> Control:
-    """The static :class:`Control` of an ipywidgets control: same label, same options, same start.
+    """The static ``Control`` of an ipywidgets control: same label, same options, same start.
 
-    ``values`` restricts a slider to a subset (it must hold the widget's starting value); by default a
-    slider offers every value between its ends, a menu every option.
+    Parameters
+    ----------
+    widget : ipywidgets.Widget
+        A ``Checkbox``, a slider (``IntSlider``, ``FloatSlider``, ``SelectionSlider``) or a menu
+        (``Dropdown``, ``ToggleButtons``).
+    values : sequence, optional
+        Restricts the control to a subset, which must hold the widget's starting value; by default
+        a slider offers every value between its ends, a menu every option.
+    label : str, optional
+        The label; by default the widget's description.
 
+    Returns
+    -------
+    Control
+        The control of the static page.
+
+    Examples
+    --------
     >>> import ipywidgets as widgets
     >>> control_from_widget(widgets.FloatSlider(value=0.5, min=0, max=1, step=0.25, description="c")).values
     (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -147,9 +181,31 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
                        note: str = "") -> str:
     """Self-contained HTML of the figure with every state precomputed.
 
-    ``render(*values)`` draws one state, one value per control in order, and returns
-    ``(picture_html, readout_text)``: an ``<img>`` with ``src`` and ``alt`` (as
-    :func:`attnbook.plotting.figure_to_img_html` makes) and the readout in words.
+    The page holds one picture per combination of the controls' values, at most ``MAX_STATES``; a
+    small script (``web/src/static-widgets.js``) swaps them as the reader moves the controls.
+
+    Parameters
+    ----------
+    controls : sequence of Control
+        The controls, at least one.
+    render : callable
+        ``render(*values)`` draws one state, one value per control in order, and returns
+        ``(picture_html, readout_text)``: an ``<img>`` with ``src`` and ``alt`` (as
+        ``attnbook.figure_to_img_html`` makes) and the readout in words.
+    note : str, optional
+        A sentence shown above the controls.
+
+    Returns
+    -------
+    str
+        The HTML of the figure, its controls, its readout and every state.
+
+    Examples
+    --------
+    >>> draw = lambda n: (f'<img src="data:," alt="{n} dots">', f"n = {n}")
+    >>> page = static_widget_html([Control("n", (1, 2), 1)], draw)
+    >>> 'alt="1 dots"' in page, "2 dots" in page, '<input type="range"' in page
+    (True, True, True)
     """
     controls = list(controls)
     if not controls:
@@ -206,7 +262,15 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
 
 
 class StaticPage:
-    """The live widget for Jupyter and its form for the website (any HTML), in one output."""
+    """The live widget for Jupyter and its form for the website (any HTML), in one output.
+
+    Parameters
+    ----------
+    view : object
+        The ipywidgets figure; its MIME bundle is shown in Jupyter.
+    static_html : str
+        What the website shows instead, from ``static_widget_html``.
+    """
 
     def __init__(self, view, static_html: str):
         self.view = view
@@ -222,9 +286,33 @@ def with_static_page(view, controls: Sequence[Control], render: Callable[..., tu
                      note: str = "") -> StaticPage:
     """Display ``view`` (the ipywidgets figure) together with its precomputed static form.
 
-    ``controls`` and ``render`` are as in :func:`static_widget_html`; ``render`` must be the function
-    the widget's callbacks use, so both forms draw the same pictures. Outside the book's builds
-    (``ATTNBOOK_STATIC_FIGURES`` not ``1``) nothing is drawn and ``view`` is returned as it is.
+    Outside the book's builds (``ATTNBOOK_STATIC_FIGURES`` not ``1``) nothing is drawn and ``view``
+    is returned as it is.
+
+    Parameters
+    ----------
+    view : object
+        The ipywidgets figure.
+    controls : sequence of Control
+        As in ``static_widget_html``.
+    render : callable
+        As in ``static_widget_html``; it must be the function the widget's callbacks use, so both
+        forms draw the same pictures.
+    note : str, optional
+        A sentence shown above the static controls.
+
+    Returns
+    -------
+    StaticPage or object
+        Both forms in one output during the book's builds, otherwise ``view``.
+
+    Examples
+    --------
+    >>> saved = os.environ.pop(STATIC_ENV, None)
+    >>> with_static_page("the live widget", [Control("n", (1, 2), 1)], render=print)
+    'the live widget'
+    >>> if saved is not None:
+    ...     os.environ[STATIC_ENV] = saved
     """
     if os.environ.get(STATIC_ENV) != "1":
         return view
