@@ -19,7 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.homework import cli, grading, sandbox, sources, student
+from tools.homework import cli, grading, sandbox, sources
+from tools.homework.student import student_notebook
 HOMEWORK = "hw_scaled_dot_product_attention"
 SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK  # written by make_submissions.py
 QUESTIONS = ["softmax-values", "softmax-stable", "by-hand-a12", "by-hand-a21", "attention-values",
@@ -269,7 +270,7 @@ def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tm
         folder.mkdir()
         _, instructor = sources.load(source)
         solutions = {c.metadata["task"]: c.source for c in instructor.cells if sources.role(c) == "solution"}
-        notebook = student.student_notebook(source)
+        notebook = student_notebook(source)
         nbformat.write(notebook, folder / "blank.ipynb")
         for cell in notebook.cells:
             if sources.role(cell) == "stub":

@@ -11,7 +11,8 @@ import pytest
 from nbclient import NotebookClient
 
 from tools import ROOT
-from tools.homework import cli, grading, sources, student
+from tools.homework import cli, grading, sources
+from tools.homework.student import STUDENT_DIR, STUDENT_ROLES
 
 SOURCES = sources.homework_sources()
 NAMES = [source.stem for source in SOURCES]
@@ -66,7 +67,7 @@ def test_student_command_writes_one_notebook_per_homework(student_dir):
 
 
 def test_student_command_writes_to_build_student_by_default():
-    assert student.STUDENT_DIR == ROOT / "_build" / "student"
+    assert STUDENT_DIR == ROOT / "_build" / "student"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
@@ -93,7 +94,7 @@ def test_student_notebook_has_only_student_roles_and_no_outputs(source, student_
     student = nbformat.read(path, as_version=4)
     assert "jupytext" not in student.metadata
     roles = [sources.role(cell) for cell in student.cells]
-    assert set(roles) <= set(student.STUDENT_ROLES) and roles.count("stub") == len(
+    assert set(roles) <= set(STUDENT_ROLES) and roles.count("stub") == len(
         grading.grading_plan(source)["tasks"])
     for cell in student.cells:
         assert not set(cell.metadata.get("tags", [])) & set(sources.BOOK_TAGS + SECRET_ROLES)
@@ -104,7 +105,7 @@ def test_student_notebook_has_only_student_roles_and_no_outputs(source, student_
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_student_notebook_keeps_every_instruction_and_public_check(source, student_dir):
     student = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
-    kept = [cell.source for cell in jupytext.read(source).cells if sources.role(cell) in student.STUDENT_ROLES]
+    kept = [cell.source for cell in jupytext.read(source).cells if sources.role(cell) in STUDENT_ROLES]
     assert [cell.source for cell in student.cells] == kept
 
 
