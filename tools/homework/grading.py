@@ -1,8 +1,8 @@
 """Grading submitted notebooks: the sandbox produces answers, the grader judges them.
 
-For each submission the grader starts a sandbox (tools/homework/sandbox.py) holding only the driver
-(tools/homework/sandbox_driver.py), and sends it the submitted code cells one by one. The hidden tests never
-enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
+For each submission the grader starts a sandbox (:mod:`tools.homework.sandbox`) holding only the
+driver (:mod:`tools.homework.sandbox_driver`), and sends it the submitted code cells one by one. The
+hidden tests never enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
 stand-ins. Calling a stand-in function sends its inputs to the sandbox, where the student's function
 runs on them, and reads back the result as data (arrays, numbers, an exception's type and message);
 a stand-in value is read back the same way. The comparison with the reference (``attnbook.checks``,
@@ -11,7 +11,6 @@ numpy) happens here, where the submission cannot patch it.
 Each submission runs in its own worker process, ``jobs`` at once; a worker that dies or overruns its
 deadline still gives a row.
 """
-
 
 from __future__ import annotations
 
