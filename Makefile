@@ -25,10 +25,10 @@ NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg 
 .PHONY: student grade publish bench site-size book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
-	$(PY) scripts/build_book.py
+	$(PY) -m tools.build_book
 
 venv: $(STAMP)
-$(STAMP): requirements.txt requirements-test.txt code/pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "no Python found: set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -36,17 +36,17 @@ $(STAMP): requirements.txt requirements-test.txt code/pyproject.toml
 	touch $@
 
 assets: $(VENDOR)
-$(VENDOR): web/package.json web/package-lock.json web/src/static-widgets.js web/src/book.css scripts/vendor_assets.py | $(STAMP)
+$(VENDOR): web/package.json web/package-lock.json web/src/static-widgets.js web/src/book.css tools/vendor_assets.py | $(STAMP)
 	npm ci --prefix web --no-audit --no-fund --ignore-scripts
-	$(PY) scripts/vendor_assets.py
+	$(PY) -m tools.vendor_assets
 	touch $@
 
 notebooks: $(STAMP)
-	$(PY) scripts/install_cell.py   # launch: the Colab install cell, first code cell of every notebook
-	$(PY) scripts/execute_notebooks.py
+	$(PY) -m tools.install_cell   # launch: the Colab install cell, first code cell of every notebook
+	$(PY) -m tools.execute_notebooks
 
 # one pytest run, so one summary line counts everything; the PDF first, so that the site it tests carries
-# it (scripts/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused
+# it (tools/extensions/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused
 test: pdf book browser sandbox
 	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS)
 
@@ -64,7 +64,7 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Debian's chromium is needed for the browser test: sudo apt-get install chromium"; exit 1; fi; }
 
-# bubblewrap: the grader runs every submission in its sandbox (scripts/sandbox.py; tests/homework)
+# bubblewrap: the grader runs every submission in its sandbox (tools/homework/sandbox.py; tests/homework)
 sandbox:
 	@command -v bwrap >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
@@ -75,17 +75,17 @@ serve: book
 
 # homework (exercises/instructor_guide.md): student notebooks, and grading a folder of submissions
 student: $(STAMP)
-	$(PY) scripts/homework.py student
+	$(PY) -m tools.homework student
 
 grade: $(STAMP)
 	@test -n "$(HW)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade HW=hw_masks SUBMISSIONS=folder [GRADES=out_folder]"; exit 1; }
-	$(PY) scripts/homework.py grade $(HW) $(SUBMISSIONS) $(GRADES) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
+	$(PY) -m tools.homework grade $(HW) $(SUBMISSIONS) $(GRADES) $(if $(filter 1,$(UNSAFE_NO_SANDBOX)),--unsafe-no-sandbox)
 
 # deploy the built site to the gh-pages branch of the origin remote, as Jupyter Book projects do
-# the site carries the notebooks zip (built with it) and the PDF (copied in by scripts/publish.py, for
+# the site carries the notebooks zip (built with it) and the PDF (copied in by tools/publish.py, for
 # instructors to print; every page's download menu links it)
 publish: book pdf
-	$(PY) scripts/publish.py
+	$(PY) -m tools.publish
 
 clean:
 	rm -rf _build web/vendor
@@ -108,7 +108,7 @@ TEX_DEBS := texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-
 
 # $(VENDOR): the shared Sphinx config names web/vendor as html_static_path, and warnings are errors
 pdf: $(STAMP) $(VENDOR) texlive
-	$(PY) scripts/build_pdf.py
+	$(PY) -m tools.build_pdf
 
 test-pdf: pdf
 	$(PY) -m pytest tests/pdf
@@ -120,7 +120,7 @@ texlive:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "the PDF needs these Debian packages: sudo apt-get install --no-install-recommends" $$missing; exit 1; fi; fi
 
-# --- JupyterLite ("run in your browser"; scripts/lite_build.py, web/lite/) ---
+# --- JupyterLite ("run in your browser"; tools/extensions/lite_build.py, web/lite/) ---
 # The lite kernel's Pyodide lock adds pure-Python wheels (web/lite/kernel-wheels.txt): pip downloads them
 # once, at install time, so that the book build itself downloads nothing.
 LITE_WHEELS := $(VENV)/lite-wheels/.downloaded
@@ -133,7 +133,7 @@ $(LITE_WHEELS): web/lite/kernel-wheels.txt | $(STAMP)
 # `pyodide` (web/package.json) and PyPI wheels (pip, here) in place of Pyodide's CDN.
 PYODIDE_CORE := _build/pyodide-core/.assembled
 test test-site: $(PYODIDE_CORE)
-$(PYODIDE_CORE): web/package-lock.json tests/site/pyodide_core.py | $(STAMP) $(VENDOR)
-	$(PY) tests/site/pyodide_core.py _build/pyodide-core
+$(PYODIDE_CORE): web/package-lock.json tools/pyodide_core.py | $(STAMP) $(VENDOR)
+	$(PY) -m tools.pyodide_core _build/pyodide-core
 	touch $@
 # --- end JupyterLite ---

@@ -18,10 +18,8 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "site"))
-
-from site_support import CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, serve_site, toc_pages  # noqa: E402
+from tools import ROOT
+from tools.built_site import CHROMIUM, CHROMIUM_FLAGS, HTML, SETTLE_PAGE, serve_site, toc_pages
 
 MIB = 2**20
 BINARY = {".png", ".jpg", ".jpeg", ".gif", ".woff", ".woff2", ".ttf", ".eot", ".wasm", ".zip", ".pdf"}  # sent as is

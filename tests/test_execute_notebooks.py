@@ -1,4 +1,4 @@
-"""Tests of scripts/execute_notebooks.py: a failing cell is located in its .md, and a pair is stale
+"""Tests of tools/execute_notebooks.py: a failing cell is located in its .md, and a pair is stale
 when a cell's source or the metadata the .md controls (tags, alt text, points) differs."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
-import execute_notebooks
-from execute_notebooks import NotebookCellFailed, execute, stale_cells
+from tools import execute_notebooks
+from tools.execute_notebooks import NotebookCellFailed, execute, stale_cells
 
 FRONT_MATTER = """---
 jupytext:

@@ -17,7 +17,8 @@ import jupytext
 import nbformat
 import pytest
 
-from execute_notebooks import ROOT, notebook_sources, stale_cells
+from tools import ROOT
+from tools.execute_notebooks import notebook_sources, stale_cells
 
 SOURCES = notebook_sources()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import ROOT
+
 SCHEMA = ROOT / "tests" / "publication" / "cff-1.2.0.schema.json"
 
 
@@ -81,7 +81,7 @@ def test_changelog_follows_keep_a_changelog_and_matches_the_version():
 
 # --- the PDF on the website: `make publish` puts it where every page's download menu links ---
 def test_publish_copies_the_pdf_to_the_site_root(tmp_path):
-    from book_pdf import PDF_NAME, copy_pdf_into_site
+    from tools.extensions.book_pdf import PDF_NAME, copy_pdf_into_site
 
     pdf, site = tmp_path / "book.pdf", tmp_path / "html"
     site.mkdir()
@@ -92,7 +92,7 @@ def test_publish_copies_the_pdf_to_the_site_root(tmp_path):
 
 
 def test_publish_refuses_a_missing_pdf_or_one_that_is_not_a_pdf(tmp_path):
-    from book_pdf import copy_pdf_into_site
+    from tools.extensions.book_pdf import copy_pdf_into_site
 
     with pytest.raises(FileNotFoundError, match="make pdf"):
         copy_pdf_into_site(tmp_path / "missing.pdf", tmp_path)
@@ -108,16 +108,16 @@ def test_make_publish_builds_the_site_and_the_pdf_then_puts_the_pdf_in_the_site(
     dry = subprocess.run(["make", "--dry-run", "--always-make", "publish"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.splitlines()
     steps = {name: next(i for i, line in enumerate(dry) if name in line)
-             for name in ("scripts/build_book.py", "scripts/build_pdf.py", "scripts/publish.py")}
-    assert steps["scripts/build_book.py"] < steps["scripts/publish.py"]
-    assert steps["scripts/build_pdf.py"] < steps["scripts/publish.py"]
+             for name in ("-m tools.build_book", "-m tools.build_pdf", "-m tools.publish")}
+    assert steps["-m tools.build_book"] < steps["-m tools.publish"]
+    assert steps["-m tools.build_pdf"] < steps["-m tools.publish"]
 
 
 def test_publish_script_puts_the_pdf_in_the_site_before_pushing_it(tmp_path, monkeypatch):
     import subprocess
 
-    import publish
-    from book_pdf import PDF_NAME
+    from tools import publish
+    from tools.extensions.book_pdf import PDF_NAME
 
     site, pdf = tmp_path / "html", tmp_path / "book.pdf"
     site.mkdir()

@@ -1,4 +1,4 @@
-"""attnbook.prose: numbers for the prose keep a fixed count of significant digits."""
+"""attnbook.book.prose: numbers for the prose keep a fixed count of significant digits."""
 
 import math
 

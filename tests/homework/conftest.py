@@ -1,15 +1,12 @@
-"""Shared setup of the homework tests: homework_support on the path, and the `slow` marker."""
+"""Shared setup of the homework tests: the `slow` marker, and the sample submissions kept out of nbval."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import os
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # homework_support
-
-from homework_support import SLOW  # noqa: E402
+SLOW = os.environ.get("ATTNBOOK_SLOW") == "1"
 
 # The sample submissions are data for test_grading.py, not notebooks to check: `make test` runs pytest
 # with --nbval over tests/, which would otherwise execute them (one loops forever, two are not notebooks).

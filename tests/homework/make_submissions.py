@@ -10,15 +10,12 @@ changing the homework (the files are committed so the test does not depend on th
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import homework  # noqa: E402
+from tools.homework.sources import load, role, stable_id
+from tools.homework.student import student_notebook
 
 HOMEWORK = "hw_scaled_dot_product_attention"
 OUT = Path(__file__).resolve().parent / "submissions" / HOMEWORK
@@ -61,28 +58,28 @@ def my_softmax(x):
 
 def solutions() -> dict[str, str]:
     """task -> the instructor's solution source."""
-    _, source = homework.load(HOMEWORK)
-    return {c.metadata["task"]: c.source for c in source.cells if homework.role(c) == "solution"}
+    _, source = load(HOMEWORK)
+    return {c.metadata["task"]: c.source for c in source.cells if role(c) == "solution"}
 
 
 def filled(replacements: dict[str, str]):
     """The student notebook with the stub of each task replaced by the given source."""
-    notebook = homework.student_notebook(HOMEWORK)
+    notebook = student_notebook(HOMEWORK)
     for cell in notebook.cells:
-        if homework.role(cell) == "stub" and cell.metadata["task"] in replacements:
+        if role(cell) == "stub" and cell.metadata["task"] in replacements:
             cell.source = replacements[cell.metadata["task"]]
     return notebook
 
 
 def code_cell(source: str, **metadata):
     cell = nbformat.v4.new_code_cell(source, metadata=metadata)
-    cell.id = homework.stable_id("sample", len(source), source)
+    cell.id = stable_id("sample", len(source), source)
     return cell
 
 
 def insert_after_setup(notebook, cell):
     """Insert a cell right after the last setup cell (the install cell and the imports)."""
-    position = max(i for i, c in enumerate(notebook.cells) if homework.role(c) == "setup") + 1
+    position = max(i for i, c in enumerate(notebook.cells) if role(c) == "setup") + 1
     notebook.cells.insert(position, cell)
     return notebook
 
@@ -274,7 +271,7 @@ def main() -> int:
 
     deleted = filled(good)
     deleted.cells = [c for c in deleted.cells if c.metadata.get("task") != "attention"
-                     or homework.role(c) == "instructions"]
+                     or role(c) == "instructions"]
     notebooks["deleted_cells"] = deleted
 
     notebooks["uses_package"] = filled(dict(good, softmax=PACKAGE_SOFTMAX))

@@ -2,7 +2,7 @@
 
     python tests/homework/nbgrader_driver.py COURSE_DIR [HOMEWORK ...]
 
-COURSE_DIR holds nbgrader_config.py and source/<homework>/<homework>.ipynb (from `homework.py nbgrader`).
+COURSE_DIR holds nbgrader_config.py and source/<homework>/<homework>.ipynb (from `python -m tools.homework nbgrader`).
 Every assignment in source/ is generated; the named ones (default: all) are autograded for two students,
 "solved" (the release notebook with the instructor's solutions put back into its solution cells) and
 "blank" (the release notebook as a student receives it). Prints one JSON object:
@@ -18,9 +18,6 @@ import sys
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
 
 def main(argv: list[str]) -> int:
     course = Path(argv[0]).resolve()
@@ -33,7 +30,7 @@ def main(argv: list[str]) -> int:
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config, PyFileConfigLoader
 
-    import homework
+    from tools.homework.sources import load, role
 
     config = Config()
     config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config())
@@ -47,8 +44,8 @@ def main(argv: list[str]) -> int:
         if not generated["success"] or (argv[1:] and name not in argv[1:]):
             continue
         release = course / "release" / name / f"{name}.ipynb"
-        _, source = homework.load(name)
-        solutions = {f"{c.metadata['task']}-solution": c.source for c in source.cells if homework.role(c) == "solution"}
+        _, source = load(name)
+        solutions = {f"{c.metadata['task']}-solution": c.source for c in source.cells if role(c) == "solution"}
         solved = nbformat.read(release, as_version=4)
         for cell in solved.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")

@@ -1,7 +1,7 @@
 """Grading: the sample submissions of hw_scaled_dot_product_attention get the scores and reasons they deserve.
 
 The folder tests/homework/submissions/hw_scaled_dot_product_attention/ holds one correct submission and
-one of each kind of fault (written by make_submissions.py). `scripts/homework.py grade` grades it once
+one of each kind of fault (written by make_submissions.py). `python -m tools.homework grade` grades it once
 for this module, in the sandbox; the tests read the CSV and the feedback files it wrote. Hostile
 submissions are in test_hostile.py.
 """
@@ -14,16 +14,15 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
 
-import grading
-import homework
-import sandbox
-from homework_support import SAMPLES
-
+from tools.homework import cli, grading, sandbox, sources
+from tools.homework.student import student_notebook
 HOMEWORK = "hw_scaled_dot_product_attention"
+SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK  # written by make_submissions.py
 QUESTIONS = ["softmax-values", "softmax-stable", "by-hand-a12", "by-hand-a21", "attention-values",
              "attention-heads-and-stability", "variance-raw", "variance-scaled"]
 TIMEOUT_S = 5  # per cell; the correct cells take well under a second
@@ -62,7 +61,7 @@ EXPECTED = {
 def graded(tmp_path_factory):
     """Run the real command on the sample folder; returns (output folder, CSV rows by student, stdout)."""
     out = tmp_path_factory.mktemp("grades")
-    command = [sys.executable, str(homework.ROOT / "scripts" / "homework.py"), "grade", HOMEWORK, str(SAMPLES),
+    command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(SAMPLES),
                str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
     with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
@@ -132,7 +131,7 @@ def test_command_prints_one_line_per_student_and_the_time(graded):
 
 @pytest.fixture(scope="module")
 def plan():
-    return homework.grading_plan(HOMEWORK)
+    return grading.grading_plan(HOMEWORK)
 
 
 def correct_notebook():
@@ -169,18 +168,18 @@ def test_a_deleted_task_is_noted(plan):
     ("def my_attention(q, k, v):\n    return my_softmax(q @ k.T) @ v\n", set()),
 ])
 def test_uses_of_the_package_function_a_task_reimplements_are_found(source, used):
-    assert homework.package_references(source, {"softmax"}, {"my_softmax", "my_attention"}) == used
+    assert sources.package_references(source, {"softmax"}, {"my_softmax", "my_attention"}) == used
 
 
 def test_a_source_whose_solution_uses_what_it_reimplements_is_refused(tmp_path):
-    text = (homework.EXERCISES / f"{HOMEWORK}.md").read_text(encoding="utf-8")
+    text = (sources.EXERCISES / f"{HOMEWORK}.md").read_text(encoding="utf-8")
     broken = text.replace("    x = np.asarray(x, dtype=float)  # (..., n)\n", "    return softmax(x)\n", 1)
     broken = broken.replace(":reimplements: [softmax]", ":reimplements: [softmax, no_such_function]", 1)
     assert broken.count("no_such_function") == 1
     path = tmp_path / "hw_broken.md"
     path.write_text(broken, encoding="utf-8")
-    with pytest.raises(homework.HomeworkError) as error:
-        homework.load(path)
+    with pytest.raises(sources.HomeworkError) as error:
+        sources.load(path)
     assert "reimplements names no_such_function, not functions of attnbook" in str(error.value)
     assert "the solution uses softmax, which its task asks students to write themselves" in str(error.value)
 
@@ -199,13 +198,13 @@ def test_the_plan_knows_which_names_are_functions(plan):
 def test_unreadable_files_are_refused_with_a_reason(tmp_path, content, words):
     path = tmp_path / "student.ipynb"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(homework.HomeworkError) as error:
-        homework.read_submission(path)
+    with pytest.raises(sources.HomeworkError) as error:
+        grading.read_submission(path)
     assert str(error.value).startswith(words)
 
 
 def test_a_missing_submissions_folder_is_refused(tmp_path, capsys):
-    assert homework.main(["grade", HOMEWORK, str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 1
+    assert cli.main(["grade", HOMEWORK, str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 1
     assert "submissions: " in capsys.readouterr().err
 
 
@@ -235,7 +234,7 @@ def test_time_to_grade_one_hundred_submissions(tmp_path):
 
 def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
     monkeypatch.setattr(grading, "grade_submission", lambda *args: os._exit(3))  # inherited by the fork
-    [result] = grading.grade_in_workers(homework.grading_plan(HOMEWORK), [SAMPLES / "correct.ipynb"],
+    [result] = grading.grade_in_workers(grading.grading_plan(HOMEWORK), [SAMPLES / "correct.ipynb"],
                                         timeout=5, jobs=1, deadline=60)
     assert result["reason"] == "the grading worker died (exit code 3)"
 
@@ -249,7 +248,7 @@ def test_a_worker_past_its_deadline_is_stopped_and_the_next_one_still_runs(monke
 
     monkeypatch.setattr(grading, "grade_submission", hang_for_correct)
     found = [SAMPLES / "correct.ipynb", SAMPLES / "blank.ipynb"]
-    ann, bob = grading.grade_in_workers(homework.grading_plan(HOMEWORK), found, timeout=5, jobs=2, deadline=-59)
+    ann, bob = grading.grade_in_workers(grading.grading_plan(HOMEWORK), found, timeout=5, jobs=2, deadline=-59)
     assert ann["reason"] == "grading took longer than 1 s and was stopped"
     assert bob["student"] == "blank" and bob["reason"] == "fine"
 
@@ -259,22 +258,22 @@ def test_a_sandbox_that_never_starts_gives_zero_with_a_reason(monkeypatch):
         raise OSError("bwrap vanished")
 
     monkeypatch.setattr(sandbox.Session, "start", no_sandbox)
-    result = grading.grade_submission(homework.grading_plan(HOMEWORK), SAMPLES / "correct.ipynb")
+    result = grading.grade_submission(grading.grading_plan(HOMEWORK), SAMPLES / "correct.ipynb")
     assert result["total"] == 0 and result["status"] == "error"
     assert result["reason"] == "could not be run: OSError: bwrap vanished"
 
 
 @pytest.mark.slow
 def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tmp_path):
-    for source in homework.homework_sources():
+    for source in sources.homework_sources():
         folder = tmp_path / source.stem
         folder.mkdir()
-        _, instructor = homework.load(source)
-        solutions = {c.metadata["task"]: c.source for c in instructor.cells if homework.role(c) == "solution"}
-        notebook = homework.student_notebook(source)
+        _, instructor = sources.load(source)
+        solutions = {c.metadata["task"]: c.source for c in instructor.cells if sources.role(c) == "solution"}
+        notebook = student_notebook(source)
         nbformat.write(notebook, folder / "blank.ipynb")
         for cell in notebook.cells:
-            if homework.role(cell) == "stub":
+            if sources.role(cell) == "stub":
                 cell.source = solutions[cell.metadata["task"]]
         nbformat.write(notebook, folder / "solved.ipynb")
         results, _ = grading.grade(source.stem, folder, tmp_path / "out" / source.stem, timeout=10, jobs=2)
@@ -283,5 +282,5 @@ def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tm
 
 @pytest.mark.parametrize(("option", "value"), [("--timeout", "0"), ("--deadline", "-1"), ("--jobs", "0")])
 def test_grading_options_must_be_positive(tmp_path, option, value, capsys):
-    assert homework.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path), option, value]) == 1
+    assert cli.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path), option, value]) == 1
     assert "must be a positive" in capsys.readouterr().err

@@ -24,13 +24,10 @@ from pathlib import Path
 
 import pytest
 
-import grading
-import homework
-import sandbox
-from homework_support import HERE, SAMPLES
-
+from tools.homework import grading, reports, sandbox
 HOMEWORK = "hw_scaled_dot_product_attention"
-HOSTILE = HERE / "submissions" / "hostile"
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"  # written by make_submissions.py
+SAMPLES, HOSTILE = SUBMISSIONS / HOMEWORK, SUBMISSIONS / "hostile"
 TIMEOUT_S = 5
 RUN_BOUND_S = 600
 MARKER = "attnbook-hostile-background"
@@ -110,7 +107,7 @@ def attacked(tmp_path_factory):
     package_before = digest(package_files())
     canary = f"canary-{secrets.token_hex(8)}"
     env = dict(os.environ, ATTNBOOK_CANARY=canary)
-    command = [sys.executable, str(homework.ROOT / "scripts" / "homework.py"), "grade", HOMEWORK, str(folder),
+    command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder),
                str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=RUN_BOUND_S, env=env)
     assert finished.returncode == 0, f"the grader failed:\n{finished.stdout[-2000:]}\n{finished.stderr[-2000:]}"
@@ -131,7 +128,7 @@ def feedback_texts(attacked) -> dict[str, str]:
 
 def row(attacked, name: str) -> dict:
     rows = attacked["rows"]
-    key = "'" + name if name.startswith(grading.SPREADSHEET_TRIGGERS) else name
+    key = "'" + name if name.startswith(reports.SPREADSHEET_TRIGGERS) else name
     assert key in rows, f"no row {key!r} in grades.csv; rows: {sorted(rows)}"
     return rows[key]
 
@@ -180,12 +177,12 @@ def test_the_leaking_student_saw_nothing_to_leak(attacked):
     # the only other process it sees is the sandbox's PID 1, whose command line is the driver's
     others = text.split("others=[", 1)[1].split("]", 1)[0]
     assert others.count("'") == 2 and others.endswith(" sandbox_driver.py '"), text  # one process: the driver's
-    assert "homework.py" not in text, text  # the grader's command line
+    assert "tools.homework" not in text, text  # the grader's command line
     assert "my_attention raised ValueError: LEAK source=FileNotFoundError notebooks=[]" in text, text
 
 
 def test_nothing_secret_reaches_any_feedback(attacked):
-    hidden_lines = [line.strip() for test in homework.grading_plan(HOMEWORK)["hidden"]
+    hidden_lines = [line.strip() for test in grading.grading_plan(HOMEWORK)["hidden"]
                     for line in test["source"].splitlines() if len(line.strip()) > 25]
     others = {p.name for p in attacked["folder"].rglob("*.ipynb")}
     for name, text in feedback_texts(attacked).items():

@@ -1,6 +1,6 @@
 """The nbgrader export works with nbgrader itself, offline: generate_assignment, then autograde.
 
-`scripts/homework.py nbgrader` writes the source notebooks into a temporary course directory with an
+`python -m tools.homework nbgrader` writes the source notebooks into a temporary course directory with an
 nbgrader_config.py; nbgrader_driver.py (its own process) runs nbgrader's Python API on it and reports
 the scores of a solved and a blank submission. nbgrader is an instructor/test dependency
 (requirements-instructor.txt); without it these tests are skipped and say so.
@@ -13,15 +13,21 @@ ATTNBOOK_SLOW=1 autogrades all of them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
 
-import homework
-from homework_support import HERE, NAMES, SLOW, SOURCES
+from tools.homework import cli, nbgrader_export, sources
+
+SOURCES = sources.homework_sources()
+NAMES = [source.stem for source in SOURCES]
+SLOW = os.environ.get("ATTNBOOK_SLOW") == "1"  # as in conftest.py
+DRIVER = Path(__file__).resolve().parent / "nbgrader_driver.py"
 
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -r requirements-instructor.txt")
 
@@ -39,7 +45,7 @@ c.ExecutePreprocessor.timeout = 60
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
-    assert homework.main(["nbgrader", str(root)]) == 0
+    assert cli.main(["nbgrader", str(root)]) == 0
     (root / "nbgrader_config.py").write_text(
         CONFIG.format(root=str(root), exchange=str(tmp_path_factory.mktemp("exchange"))), encoding="utf-8")
     return root
@@ -47,7 +53,7 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def report(course):
-    finished = subprocess.run([sys.executable, str(HERE / "nbgrader_driver.py"), str(course), *AUTOGRADED],
+    finished = subprocess.run([sys.executable, str(DRIVER), str(course), *AUTOGRADED],
                               capture_output=True, text=True, timeout=900)
     assert finished.returncode == 0, finished.stderr[-3000:]
     return json.loads(finished.stdout.strip().splitlines()[-1])
@@ -61,7 +67,7 @@ def cells_by_id(notebook):
 def test_export_marks_every_cell_for_nbgrader(course, source):
     notebook = nbformat.read(course / "source" / source.stem / f"{source.stem}.ipynb", as_version=4)
     instructor = jupytext.read(source)
-    roles = [homework.role(c) for c in instructor.cells if homework.role(c) != "stub"]
+    roles = [sources.role(c) for c in instructor.cells if sources.role(c) != "stub"]
     assert [c.metadata["tags"][0] for c in notebook.cells] == roles
     for cell in notebook.cells:
         meta = cell.metadata["nbgrader"]
@@ -82,7 +88,7 @@ def test_export_marks_every_cell_for_nbgrader(course, source):
 def test_solution_markers_keep_the_stubs_signature_outside():
     stub = 'def f(x):\n    """Doc."""\n    raise NotImplementedError("f: your code here")\n'
     solution = 'def f(x):\n    """Doc."""\n    y = x + 1  # (n,)\n    return y\n'
-    assert homework._solution_with_markers(stub, solution) == (
+    assert nbgrader_export.solution_with_markers(stub, solution) == (
         'def f(x):\n    """Doc."""\n    ### BEGIN SOLUTION\n    y = x + 1  # (n,)\n    return y\n'
         "    ### END SOLUTION")
 
@@ -90,7 +96,7 @@ def test_solution_markers_keep_the_stubs_signature_outside():
 def test_solution_markers_wrap_each_function_of_a_two_function_stub():
     stub = "def f():\n    raise NotImplementedError\n\n\ndef g():\n    raise NotImplementedError\n"
     solution = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
-    marked = homework._solution_with_markers(stub, solution)
+    marked = nbgrader_export.solution_with_markers(stub, solution)
     assert marked.count("### BEGIN SOLUTION") == 2 and "def g():\n    ### BEGIN SOLUTION\n    return 2" in marked
 
 

@@ -1,6 +1,6 @@
 """The grading sandbox itself: what code inside it can see and do, the data format, and the start-up check.
 
-These tests run code in a real sandbox (scripts/sandbox.py) through the driver's own protocol and read
+These tests run code in a real sandbox (tools/homework/sandbox.py) through the driver's own protocol and read
 back what it observed; test_hostile.py grades whole hostile submissions.
 """
 
@@ -12,16 +12,14 @@ import socket
 import sys
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 
-import grading
-import homework
-import sandbox
-import sandbox_driver
-from homework_support import SAMPLES
-
+from tools import ROOT
+from tools.homework import cli, grading, reports, sandbox, sandbox_driver
 HOMEWORK = "hw_scaled_dot_product_attention"
+SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK
 SEES = '''
 import glob, os, resource, socket
 import attnbook
@@ -84,7 +82,7 @@ def test_code_in_the_sandbox_is_alone_unprivileged_and_limited(monkeypatch):
     session = sandbox.Session(slot=3, sandboxed=True, cpu_seconds=60)
     session.start()
     try:
-        source = f"REPOSITORY = {str(homework.ROOT)!r}\n" + SEES
+        source = f"REPOSITORY = {str(ROOT)!r}\n" + SEES
         assert run(session, source) == {"ok": True, "ename": "", "evalue": ""}
         seen = get(session, "seen")
     finally:
@@ -99,7 +97,7 @@ def test_code_in_the_sandbox_is_alone_unprivileged_and_limited(monkeypatch):
     assert seen["pids"] == [1, 2]  # bwrap's init and the driver: nothing of the host
     # none of the host's own folders but the paths down to the repository (in /home for a user's clone) and to
     # the Python installation (which the sandbox binds read-only)
-    assert {"mnt", "srv", "opt", "home"} & set(seen["root"]) <= {Path(homework.ROOT).parts[1], Path(sys.base_prefix).parts[1]}
+    assert {"mnt", "srv", "opt", "home"} & set(seen["root"]) <= {Path(ROOT).parts[1], Path(sys.base_prefix).parts[1]}
     assert set(seen["repository"]) <= {".venv", "code"}  # only what holds the package: no exercises/, no tests/
     assert seen["write_package"] is False and seen["write_work"] is True and seen["write_tmp"] is True
     assert seen["memory"] == [sandbox.MEMORY_BYTES, sandbox.MEMORY_BYTES]
@@ -208,7 +206,7 @@ def test_grading_refuses_to_start_without_bubblewrap(tmp_path, monkeypatch, caps
     monkeypatch.setenv("ATTNBOOK_BWRAP", str(tmp_path / "no-bwrap-here"))
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     out = tmp_path / "out"
-    assert homework.main(["grade", HOMEWORK, str(SAMPLES), str(out)]) == 1
+    assert cli.main(["grade", HOMEWORK, str(SAMPLES), str(out)]) == 1
     said = capsys.readouterr().err
     assert "cannot isolate the submissions, so nothing was graded" in said
     assert "apt-get install bubblewrap" in said and "--unsafe-no-sandbox" in said
@@ -217,7 +215,7 @@ def test_grading_refuses_to_start_without_bubblewrap(tmp_path, monkeypatch, caps
 
 def test_grading_refuses_when_the_sandbox_does_not_start(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ATTNBOOK_BWRAP", "/bin/false")
-    assert homework.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path / "out")]) == 1
+    assert cli.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path / "out")]) == 1
     assert "the sandbox did not start (bwrap exit code 1" in capsys.readouterr().err
 
 
@@ -227,7 +225,7 @@ def test_the_unsafe_mode_grades_without_the_sandbox_and_says_so(tmp_path, monkey
     folder.mkdir()
     for name in ("correct", "blank"):
         (folder / f"{name}.ipynb").write_bytes((SAMPLES / f"{name}.ipynb").read_bytes())
-    code = homework.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out"), "--unsafe-no-sandbox"])
+    code = cli.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out"), "--unsafe-no-sandbox"])
     said = capsys.readouterr()
     assert code == 0 and "WARNING: --unsafe-no-sandbox" in said.err
     assert said.out.startswith("blank: 0 / 10") and "correct: 10 / 10  all 8 hidden tests passed" in said.out
@@ -236,15 +234,15 @@ def test_the_unsafe_mode_grades_without_the_sandbox_and_says_so(tmp_path, monkey
 def test_a_folder_without_notebooks_is_an_error(tmp_path, capsys):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "readme.txt").write_text("hello", encoding="utf-8")
-    assert homework.main(["grade", HOMEWORK, str(tmp_path / "in"), str(tmp_path / "out")]) == 1
+    assert cli.main(["grade", HOMEWORK, str(tmp_path / "in"), str(tmp_path / "out")]) == 1
     said = capsys.readouterr().err
     assert "submissions: no notebook (*.ipynb) in" in said and "readme.txt: not a notebook (.ipynb)" in said
 
 
 @pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"])
 def test_spreadsheet_triggers_are_quoted(text):
-    assert grading.spreadsheet_safe(text) == "'" + text
-    assert grading.spreadsheet_safe("alice") == "alice"
+    assert reports.spreadsheet_safe(text) == "'" + text
+    assert reports.spreadsheet_safe("alice") == "alice"
 
 
 def test_notebooks_are_found_at_any_depth_and_in_any_case(tmp_path):
@@ -260,7 +258,7 @@ def test_notebooks_are_found_at_any_depth_and_in_any_case(tmp_path):
 
 
 def test_feedback_file_names_are_distinct_and_safe():
-    names = grading.feedback_names(["dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann", "ann", "../x"])
+    names = reports.feedback_names(["dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann", "ann", "../x"])
     assert len(set(n.lower() for n in names.values())) == 6
     assert all("/" not in name and not name.startswith(".") for name in names.values())
 
@@ -269,13 +267,13 @@ def test_names_and_exceptions_with_control_characters_are_not_printed_raw(tmp_pa
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "evil\x1b[2J.ipynb").write_text("{}", encoding="utf-8")  # an escape code clears the screen
-    assert homework.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out")]) == 0
+    assert cli.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert "\x1b" not in printed and printed.startswith("evil?[2J: 0 / 10  not a valid notebook")
 
 
 def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():
-    cells = [homework.nbformat.v4.new_code_cell("raise type('Bad\\nName', (Exception,), {})()")]
+    cells = [nbformat.v4.new_code_cell("raise type('Bad\\nName', (Exception,), {})()")]
     runner = grading.Runner(cells, timeout=5, deadline=60, slot=5, sandboxed=True)
     try:
         runner.run_cells()
@@ -285,8 +283,8 @@ def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():
 
 
 def test_a_value_that_cannot_be_sent_in_time_is_unreadable_and_the_rest_is_still_graded():
-    plan = homework.grading_plan(HOMEWORK)
-    cells = [homework.nbformat.v4.new_code_cell(source) for source in (
+    plan = grading.grading_plan(HOMEWORK)
+    cells = [nbformat.v4.new_code_cell(source) for source in (
         "answer_a12 = [1] * 10 ** 7  # quick to make, longer than the timeout to send",
         "answer_a21 = 0.2\ndef my_softmax(x):\n    return x\n")]
     runner = grading.Runner(cells, timeout=2, deadline=60, slot=6, sandboxed=True)
@@ -310,7 +308,7 @@ def test_nothing_of_the_hidden_tests_is_sent_into_the_sandbox(monkeypatch):
         return request(self, message, timeout)
 
     monkeypatch.setattr(sandbox.Session, "request", recording)
-    plan = homework.grading_plan(HOMEWORK)
+    plan = grading.grading_plan(HOMEWORK)
     result = grading.grade_submission(plan, SAMPLES / "correct.ipynb", timeout=5)
     assert result["total"] == 10 and len(sent) > 10
     texts = [json.dumps(message, ensure_ascii=False) for message in sent]

@@ -6,8 +6,11 @@ import jupytext
 import nbformat
 import pytest
 
-import homework
-from homework_support import NAMES, SOURCES
+from tools import ROOT
+from tools.homework import cli, grading, sources
+
+SOURCES = sources.homework_sources()
+NAMES = [source.stem for source in SOURCES]
 
 CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks",
                  "multi_head_attention", "positional_encoding", "transformer", "beyond_text"]
@@ -19,19 +22,19 @@ def test_every_core_chapter_has_a_homework():
 
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_homework_source_follows_the_conventions(source):
-    assert homework.problems(jupytext.read(source), source.stem) == []
+    assert sources.problems(jupytext.read(source), source.stem) == []
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_homework_header_is_the_chapters_header(source):
-    chapter = (homework.ROOT / "chapters" / "scaled_dot_product_attention.md").read_text(encoding="utf-8")
+    chapter = (ROOT / "chapters" / "scaled_dot_product_attention.md").read_text(encoding="utf-8")
     header = chapter[: chapter.index("---", 3) + 3]
     assert source.read_text(encoding="utf-8").startswith(header + "\n")
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_homework_is_worth_ten_points_spread_over_its_tasks(source):
-    plan = homework.grading_plan(source)
+    plan = grading.grading_plan(source)
     assert sum(test["points"] for test in plan["hidden"]) == 10
     assert {test["task"] for test in plan["hidden"]} == set(plan["tasks"]), "a task without a hidden test"
     assert len(plan["tasks"]) >= 3
@@ -40,8 +43,8 @@ def test_homework_is_worth_ten_points_spread_over_its_tasks(source):
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_every_task_has_instructions_and_a_public_check(source):
     notebook = jupytext.read(source)
-    roles = [(homework.role(cell), cell.metadata.get("task")) for cell in notebook.cells]
-    for task in homework.grading_plan(source)["tasks"]:
+    roles = [(sources.role(cell), cell.metadata.get("task")) for cell in notebook.cells]
+    for task in grading.grading_plan(source)["tasks"]:
         assert ("public-check", task) in roles, f"task {task} has no public check"
         first = next(i for i, r in enumerate(roles) if r[1] == task)
         assert roles[first - 1][0] == "instructions", f"task {task} does not start after its instructions"
@@ -50,7 +53,7 @@ def test_every_task_has_instructions_and_a_public_check(source):
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_stubs_only_define_or_raise_not_implemented(source):
     for cell in jupytext.read(source).cells:
-        if homework.role(cell) == "stub":
+        if sources.role(cell) == "stub":
             code = cell.source
             assert "NotImplementedError" in code or "= None  # your number here" in code, code
 
@@ -75,7 +78,7 @@ def valid_cells():
 
 
 def test_a_well_formed_homework_has_no_problems():
-    assert homework.problems(nbformat.v4.new_notebook(cells=valid_cells()), "hw") == []
+    assert sources.problems(nbformat.v4.new_notebook(cells=valid_cells()), "hw") == []
 
 
 @pytest.mark.parametrize(("change", "words"), [
@@ -98,18 +101,18 @@ def test_a_well_formed_homework_has_no_problems():
 def test_each_broken_convention_is_reported(change, words):
     cells = valid_cells()
     change(cells)
-    found = homework.problems(nbformat.v4.new_notebook(cells=cells), "hw")
+    found = sources.problems(nbformat.v4.new_notebook(cells=cells), "hw")
     assert any(words in problem for problem in found), found
 
 
 def test_an_unknown_homework_is_refused_with_the_known_names():
-    with pytest.raises(homework.HomeworkError, match=r"^no homework 'hw_nothing': expected a name such as "
+    with pytest.raises(sources.HomeworkError, match=r"^no homework 'hw_nothing': expected a name such as "
                                                      r"hw_masks \(known: hw_beyond_text, hw_masks, "):
-        homework.resolve("hw_nothing")
+        sources.resolve("hw_nothing")
 
 
 def test_check_command_summarises_every_homework(capsys):
-    assert homework.main(["check"]) == 0
+    assert cli.main(["check"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(SOURCES)
     assert lines[0].startswith("hw_beyond_text: 4 tasks, ") and lines[0].endswith(" hidden tests, 10 points")

@@ -1,6 +1,6 @@
 """Student notebooks: no solution and no hidden test reaches them, and they run top to bottom as stubs.
 
-`scripts/homework.py student` writes them; these tests run the same command into a temporary folder.
+`python -m tools.homework student` writes them; these tests run the same command into a temporary folder.
 """
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-import homework
-from homework_support import NAMES, SOURCES
+from tools import ROOT
+from tools.homework import cli, grading, sources
+from tools.homework.student import STUDENT_DIR, STUDENT_ROLES
+
+SOURCES = sources.homework_sources()
+NAMES = [source.stem for source in SOURCES]
 
 SECRET_ROLES = ("solution", "hidden-test")
 
@@ -19,7 +23,7 @@ SECRET_ROLES = ("solution", "hidden-test")
 @pytest.fixture(scope="module")
 def student_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("student")
-    assert homework.main(["student", "--out", str(out)]) == 0
+    assert cli.main(["student", "--out", str(out)]) == 0
     return out
 
 
@@ -41,7 +45,7 @@ def secret_lines(source_notebook) -> dict[str, set[str]]:
     secrets: dict[str, set[str]] = {}
     cells = source_notebook.cells
     for index, cell in enumerate(cells):
-        cell_role = homework.role(cell)
+        cell_role = sources.role(cell)
         if cell_role not in SECRET_ROLES:
             continue
         lines = normalised_lines(cell.source)
@@ -63,7 +67,7 @@ def test_student_command_writes_one_notebook_per_homework(student_dir):
 
 
 def test_student_command_writes_to_build_student_by_default():
-    assert homework.STUDENT_DIR == homework.ROOT / "_build" / "student"
+    assert STUDENT_DIR == ROOT / "_build" / "student"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
@@ -78,7 +82,7 @@ def test_the_leak_detector_finds_a_planted_solution(student_dir):
     source = SOURCES[0]
     student = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
     instructor = jupytext.read(source)
-    solution = next(c for c in instructor.cells if homework.role(c) == "solution")
+    solution = next(c for c in instructor.cells if sources.role(c) == "solution")
     student.cells.append(nbformat.v4.new_code_cell("    " + solution.source.replace("\n", "\n    ")))
     assert leaks(instructor, student)
 
@@ -89,11 +93,11 @@ def test_student_notebook_has_only_student_roles_and_no_outputs(source, student_
     nbformat.validate(nbformat.read(path, as_version=4))
     student = nbformat.read(path, as_version=4)
     assert "jupytext" not in student.metadata
-    roles = [homework.role(cell) for cell in student.cells]
-    assert set(roles) <= set(homework.STUDENT_ROLES) and roles.count("stub") == len(
-        homework.grading_plan(source)["tasks"])
+    roles = [sources.role(cell) for cell in student.cells]
+    assert set(roles) <= set(STUDENT_ROLES) and roles.count("stub") == len(
+        grading.grading_plan(source)["tasks"])
     for cell in student.cells:
-        assert not set(cell.metadata.get("tags", [])) & set(homework.BOOK_TAGS + SECRET_ROLES)
+        assert not set(cell.metadata.get("tags", [])) & set(sources.BOOK_TAGS + SECRET_ROLES)
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
 
@@ -101,7 +105,7 @@ def test_student_notebook_has_only_student_roles_and_no_outputs(source, student_
 @pytest.mark.parametrize("source", SOURCES, ids=NAMES)
 def test_student_notebook_keeps_every_instruction_and_public_check(source, student_dir):
     student = nbformat.read(student_dir / f"{source.stem}.ipynb", as_version=4)
-    kept = [cell.source for cell in jupytext.read(source).cells if homework.role(cell) in homework.STUDENT_ROLES]
+    kept = [cell.source for cell in jupytext.read(source).cells if sources.role(cell) in STUDENT_ROLES]
     assert [cell.source for cell in student.cells] == kept
 
 
@@ -116,8 +120,8 @@ def test_student_notebook_runs_top_to_bottom_and_every_check_says_not_done_yet(s
         assert all(output.output_type != "error" for output in cell.outputs)
         text = "".join(output.get("text", "") for output in cell.outputs)
         assert "Traceback" not in text
-        if homework.role(cell) == "public-check":
+        if sources.role(cell) == "public-check":
             verdicts = text.splitlines()
             assert verdicts and all(line.startswith("✗ ") and "not done yet" in line for line in verdicts), text
         else:
-            assert text == "", f"a {homework.role(cell)} cell printed {text!r}"
+            assert text == "", f"a {sources.role(cell)} cell printed {text!r}"

@@ -25,7 +25,7 @@ with warnings.catch_warnings():  # repo2docker 2026.4.0 imports python-json-logg
     import repo2docker
     from repo2docker.buildpacks.base import BuildPack
 
-from launch_support import ROOT, tracked_copy
+from tools import ROOT
 
 REPO2DOCKER = Path(sys.executable).parent / "jupyter-repo2docker"
 BINDER_UID, BINDER_USER = "1000", "jovyan"  # the user mybinder.org builds images for
@@ -40,7 +40,7 @@ def instructions(dockerfile: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> tuple[list[str], str]:
+def rendered(tmp_path_factory, tracked_copy) -> tuple[list[str], str]:
     """The Dockerfile instructions repo2docker prints for a clean copy of the repository, and its log."""
     repo = tracked_copy(tmp_path_factory.mktemp("binder") / "repo")
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}

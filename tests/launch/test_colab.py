@@ -1,6 +1,6 @@
 """Colab: every notebook opens with the install cell, and that cell makes a bare kernel able to run the book.
 
-The cell (scripts/install_cell.py renders it from `_config.yml`) installs `attnbook[notebooks]` from the
+The cell (tools/install_cell.py renders it from `_config.yml`) installs `attnbook[notebooks]` from the
 repository when the kernel lacks `attnbook` or `myst_nb`. The fallback is tested for real: a fresh
 virtual environment shaped like a Colab kernel (the scientific stack present, attnbook and myst-nb
 missing) runs the cell's exact code with ATTNBOOK_INSTALL_FROM pointing at a clean copy of the
@@ -21,9 +21,8 @@ import jupytext
 import yaml
 from packaging.requirements import Requirement
 
-import install_cell
-from execute_notebooks import notebook_sources
-from launch_support import ROOT, tracked_copy
+from tools import ROOT, install_cell
+from tools.execute_notebooks import notebook_sources
 
 MISSING_ON_COLAB = ("attnbook", "myst_nb")  # importable names; the rest of the stack is on Colab
 USE_THE_PACKAGE = """
@@ -75,7 +74,7 @@ def colab_like_interpreter(folder: Path) -> Path:
 
 def test_every_notebook_and_its_pair_open_with_the_install_cell():
     assert len(notebook_sources()) >= 18, "chapters and homework sources not found"
-    assert install_cell.stale() == [], "run scripts/install_cell.py, then make notebooks"
+    assert install_cell.stale() == [], "run python -m tools.install_cell, then make notebooks"
 
 
 def test_the_cell_installs_from_the_repository_named_in_the_config():
@@ -99,7 +98,7 @@ def test_the_cell_does_nothing_where_the_book_is_installed():
     assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), result.stderr
 
 
-def test_the_cell_installs_the_package_into_a_kernel_without_it(tmp_path):
+def test_the_cell_installs_the_package_into_a_kernel_without_it(tmp_path, tracked_copy):
     python = colab_like_interpreter(tmp_path)
     for name in MISSING_ON_COLAB:
         probe = subprocess.run([str(python), "-c", f"import {name}"], env=bare_python_env(),

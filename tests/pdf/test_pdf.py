@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from build_pdf import LATEX, pdf_path
-from site_support import ROOT, toc_pages
+from tools import ROOT
+from tools.build_pdf import LATEX, pdf_path
+from tools.built_site import toc_pages
 
 PDF = pdf_path()
 CJK = "\u3400-\u4dbf\u4e00-\u9fff"

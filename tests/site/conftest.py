@@ -13,7 +13,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from site_support import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES, serve_site
+from tools.built_site import (AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES,
+                              serve_site)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from site_support import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages
+from tools.built_site import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 

@@ -9,8 +9,9 @@ from urllib.parse import unquote, urlparse
 import pytest
 import yaml
 
-from book_pdf import PDF_NAME
-from site_support import HTML, ROOT, toc_pages
+from tools import ROOT
+from tools.built_site import HTML, toc_pages
+from tools.extensions.book_pdf import PDF_NAME
 
 CHAPTER = "chapters/scaled_dot_product_attention"
 ASSET_TAG = re.compile(r"<(script|link|img|source|iframe)\b[^>]*>", re.IGNORECASE)
@@ -102,7 +103,7 @@ def test_launch_buttons_open_the_executed_notebook():
     assert colab and colab[0].endswith(f"{CHAPTER}.ipynb"), colab
 
 
-# --- JupyterLite launch (scripts/lite_build.py; the lite site itself: test_lite.py) ---
+# --- JupyterLite launch (tools/extensions/lite_build.py; the lite site itself: test_lite.py) ---
 def test_every_chapter_notebook_launches_in_the_lite_site_by_a_relative_link():
     notebooks = sorted(ROOT.glob("chapters/*.ipynb"))
     assert notebooks
@@ -176,8 +177,6 @@ def test_every_internal_link_and_anchor_of_the_book_resolves():
 
 def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
     import zipfile
-
-    from site_support import ROOT
 
     archive = HTML / "attention-computed-notebooks.zip"
     assert archive.is_file(), "the notebooks zip was not copied into the site"

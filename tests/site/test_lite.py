@@ -1,7 +1,7 @@
 """The JupyterLite site ("run in your browser", _build/html/lite) in Chromium, with no internet.
 
 The lite site loads Pyodide from Pyodide's CDN, as readers get it. Here that CDN address is answered from
-a Pyodide core assembled from the npm and PyPI registries (tests/site/pyodide_core.py, run by `make test`):
+a Pyodide core assembled from the npm and PyPI registries (tools/pyodide_core.py, run by `make test`):
 its lock, and the entries of the lite site's own lock for the same packages, carry the PyPI wheels'
 names and digests. Every other request that leaves 127.0.0.1 is recorded and aborted.
 
@@ -27,10 +27,11 @@ import zipfile
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from install_cell import install_cell_source
-from lite_build import pyodide_cdn_url
-from pyodide_core import dependency_closure, lock_substitutions
-from site_support import HTML, ROOT
+from tools import ROOT
+from tools.built_site import HTML
+from tools.extensions.lite_build import pyodide_cdn_url
+from tools.install_cell import install_cell_source
+from tools.pyodide_core import dependency_closure, lock_substitutions
 
 CORE = ROOT / "_build" / "pyodide-core"
 LITE = HTML / "lite"
@@ -184,7 +185,7 @@ def _output(page, index: int, pattern: str, timeout: int = 60_000) -> str:
 
 def test_lite_kernel_runs_a_chapter_notebook_with_the_package_and_widgets(visit):
     if not (CORE / "pyodide-lock.json").is_file():
-        pytest.fail("the Pyodide core is not assembled: `make test` runs tests/site/pyodide_core.py")
+        pytest.fail("the Pyodide core is not assembled: `make test` runs python -m tools.pyodide_core")
     substitutions = lock_substitutions(CORE)
     page_visit = visit(
         f"lite/notebooks/index.html?path={CHAPTER}.ipynb",

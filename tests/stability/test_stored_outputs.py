@@ -36,7 +36,8 @@ import nbformat
 import pytest
 
 from attnbook.book.prose import round_significant
-from execute_notebooks import ROOT, merge_streams, notebook_sources
+from tools import ROOT
+from tools.execute_notebooks import merge_streams, notebook_sources
 
 HERE = Path(__file__).resolve().parent
 KERNEL_CELL = (HERE / "perturb_kernel.py").read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ The drawing code stays in one place: each state is drawn by the same function th
 
 Drawing every state takes seconds, which a reader running the notebook should not wait for: the states
 are drawn only when the environment variable ``ATTNBOOK_STATIC_FIGURES`` is ``1``, as
-scripts/build_book.py sets it for the book's builds. Otherwise :func:`with_static_page` returns the
+tools/build_book.py sets it for the book's builds. Otherwise :func:`with_static_page` returns the
 widget itself, and the notebook displays it as before.
 
 >>> import os, ipywidgets as widgets

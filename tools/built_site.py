@@ -1,4 +1,8 @@
-"""Paths and page lists shared by the site tests (imported by their conftest and test modules)."""
+"""The built website in a browser: where it is, its pages, a local server and what pages run once loaded.
+
+The site tests (tests/site, tests/pdf) and the page-weight benchmark (benchmarks/site_size.py, `make
+site-size`) share these: Debian's chromium with its flags, and the scripts that wait for a page to settle.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-HTML = ROOT / "_build" / "html"
+from tools import ROOT
+from tools.build_book import BUILD
+
+HTML = BUILD / "html"
 # axe-core, the accessibility engine the browser test injects into every page (web/package.json devDependency)
 AXE = ROOT / "web" / "node_modules" / "axe-core" / "axe.min.js"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -40,7 +46,7 @@ SETTLE_PAGE = (
     ".map(a => a.finished.catch(() => null))); }"
 )
 
-# the pages' pictures load lazily (scripts/sphinx_fixes.py): ask for all of them now, and wait until each
+# the pages' pictures load lazily (tools/extensions/sphinx_fixes.py): ask for all of them now, and wait until each
 # has loaded or failed, at most 30 s (the check of the images then names any that did not load)
 LOAD_LAZY_IMAGES = """async () => { const images = [...document.querySelectorAll('article img')];
   images.forEach(image => { image.loading = 'eager'; });

@@ -37,10 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import sandbox_driver
+from tools import ROOT
+from tools.homework import sandbox_driver
 
-HERE = Path(__file__).resolve().parent
-DRIVER = HERE / "sandbox_driver.py"
+DRIVER = Path(sandbox_driver.__file__).resolve()  # copied, read-only, into the sandbox: it imports no tools
 INSTALL_HINT = "apt-get install bubblewrap"
 BASE_UID = 1_200_000  # sandbox uids, one per worker slot, when grading as root: no account uses them
 MEMORY_BYTES = 3 * 1024 ** 3  # address space of each process in the sandbox
@@ -294,7 +294,7 @@ def probe() -> dict:
     if not bwrap:
         raise SandboxError(f"bubblewrap (bwrap) is not installed; install it ({INSTALL_HINT})")
     package = str(Path(attnbook.__file__).resolve().parent)
-    exercises = str(HERE.parent / "exercises")
+    exercises = str(ROOT / "exercises")
     options, program, _ = command(None, 0, True)
     program = program[:-1] + ["-c", PROBE % (exercises, package)]
     try:

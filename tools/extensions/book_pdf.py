@@ -1,7 +1,7 @@
 """A local Sphinx extension: the book's PDF, linked from every page of the website.
 
 `make pdf` builds the whole book as _build/latex/attention-computed.pdf, and `make publish` copies it to
-the site's root (scripts/publish.py), where GitHub Pages serves it beside the pages. This extension
+the site's root (tools/publish.py), where GitHub Pages serves it beside the pages. This extension
 
 * adds "Whole book (PDF)" to the download menu of every page (the theme's own ".pdf" entry prints
   the page alone), as a link relative to the page, so it works offline and on GitHub Pages;
@@ -18,7 +18,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from build_pdf import pdf_path
+from tools.build_pdf import pdf_path
 
 PDF_NAME = pdf_path().name  # attention-computed.pdf, from latex.latex_documents.targetname in _config.yml
 

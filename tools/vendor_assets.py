@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
+from tools import ROOT
 
-WEB = Path(__file__).resolve().parent.parent / "web"
+WEB = ROOT / "web"
 MODULES = WEB / "node_modules"
 VENDOR = WEB / "vendor"
 

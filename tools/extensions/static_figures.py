@@ -9,7 +9,7 @@
   (a large JSON of every widget model) is of no use there and is dropped from the page.
 * The page's download button offers the executed notebook (_sources/.../*.ipynb). Its static forms,
   every state's image, are of no use in Jupyter, which shows the live widget: they are dropped there,
-  as scripts/execute_notebooks.py drops them from the paired notebooks.
+  as tools/execute_notebooks.py drops them from the paired notebooks.
 """
 
 from __future__ import annotations

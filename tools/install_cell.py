@@ -1,7 +1,7 @@
 """The install cell: the first code cell of every notebook, so a bare kernel (Colab) can run the book.
 
-    python scripts/install_cell.py           # write or refresh the cell in every chapters/ and exercises/ source
-    python scripts/install_cell.py --check   # list the sources and paired notebooks whose cell is missing or stale
+    python -m tools.install_cell           # write or refresh the cell in every chapters/ and exercises/ source
+    python -m tools.install_cell --check   # list the sources and paired notebooks whose cell is missing or stale
 
 The cell installs the `attnbook` package, with its `notebooks` extra (myst-nb, whose `glue` the
 chapters import), when the kernel lacks either; where they are installed (Binder, `make venv`, the
@@ -24,7 +24,8 @@ from pathlib import Path
 import jupytext
 import yaml
 
-from execute_notebooks import ROOT, notebook_sources
+from tools import ROOT
+from tools.execute_notebooks import notebook_sources
 
 INSTALL_TAGS = ["remove-cell", "setup"]
 FIRST_LINE = "# Install the book's package when this kernel lacks it (Colab): from the book's repository."
@@ -93,7 +94,7 @@ def main(argv: list[str]) -> int:
     if argv == ["--check"]:
         found = stale()
         for name in found:
-            print(f"{name}: the install cell is missing or stale: run scripts/install_cell.py, then make notebooks")
+            print(f"{name}: the install cell is missing or stale: run python -m tools.install_cell, then make notebooks")
         return 1 if found else 0
     code = install_cell_source()
     for source in notebook_sources():

@@ -1,6 +1,6 @@
 """Assemble a Pyodide core from registries, for the lite browser test to serve in place of Pyodide's CDN.
 
-Usage (`make test` runs it once): python tests/site/pyodide_core.py OUT_DIR
+Usage (`make test` runs it once): python -m tools.pyodide_core OUT_DIR
 
 * The core files (pyodide.mjs, pyodide.asm.mjs/.wasm, python_stdlib.zip, pyodide-lock.json) come from the
   npm package `pyodide`, pinned in web/package.json at the version the pinned jupyterlite-pyodide-kernel
@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tools import ROOT
+
 PYODIDE_NPM = ROOT / "web" / "node_modules" / "pyodide"
 CORE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]
 LOCK = "pyodide-lock.json"

@@ -1,7 +1,7 @@
 """Regenerate the executed .ipynb beside each MyST .md notebook (chapters/ and exercises/).
 
-    python scripts/execute_notebooks.py                 # every paired notebook
-    python scripts/execute_notebooks.py chapters/x.md   # just these
+    python -m tools.execute_notebooks                 # every paired notebook
+    python -m tools.execute_notebooks chapters/x.md   # just these
 
 For each source it reads the .md with jupytext, executes it with nbclient (per-cell timeout, no
 timing metadata, stable cell ids, stream chunks joined), drops the widget state and views (fresh random model ids on every run would make git noise)
@@ -27,7 +27,8 @@ from jupytext.myst import myst_to_notebook
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import ROOT, display_path
+
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
 # cell metadata that a run or the Jupyter interface writes, which jupytext keeps out of the .md
@@ -59,14 +60,6 @@ def merge_streams(outputs: list) -> list:
         else:
             merged.append(output)
     return merged
-
-
-def display_path(path: Path) -> str:
-    """``path`` relative to the repository when it is inside it (chapters/masks.md), else as given."""
-    try:
-        return path.resolve().relative_to(ROOT).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def cell_location(source: Path, index: int) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from build_book import BUILD, ROOT, build
+from tools import ROOT
+from tools.build_book import BUILD, build
 
 LATEX = BUILD / "latex"
 

@@ -6,7 +6,7 @@ and clears the execution cache whenever that hash changes.
 
 It sets ATTNBOOK_STATIC_FIGURES=1 for the build's kernels: the interactive figures then also draw
 the states the website shows without a kernel (attnbook.book.static_widgets). Outside these builds (a
-reader's kernel, nbval, scripts/execute_notebooks.py) they do not spend the time.
+reader's kernel, nbval, tools/execute_notebooks.py) they do not spend the time.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools import ROOT
+
 BUILD = ROOT / "_build"
 CACHE = BUILD / ".jupyter_cache"
 STAMP = BUILD / ".package-hash"
+
+
 def package_hash() -> str:
     digest = hashlib.sha256()
     package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]

@@ -1,8 +1,8 @@
 """Grading submitted notebooks: the sandbox produces answers, the grader judges them.
 
-For each submission the grader starts a sandbox (scripts/sandbox.py) holding only the driver
-(scripts/sandbox_driver.py), and sends it the submitted code cells one by one. The hidden tests never
-enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
+For each submission the grader starts a sandbox (:mod:`tools.homework.sandbox`) holding only the
+driver (:mod:`tools.homework.sandbox_driver`), and sends it the submitted code cells one by one. The
+hidden tests never enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
 stand-ins. Calling a stand-in function sends its inputs to the sandbox, where the student's function
 runs on them, and reads back the result as data (arrays, numbers, an exception's type and message);
 a stand-in value is read back the same way. The comparison with the reference (``attnbook.checks``,
@@ -15,26 +15,70 @@ deadline still gives a row.
 from __future__ import annotations
 
 import contextlib
-import csv
-import hashlib
 import io
-import re
 import signal
 import time
 from pathlib import Path
 
-import sandbox
-import sandbox_driver
-from homework import (HomeworkError, _first_line, _number, defined_names, grading_plan, package_references,
-                      read_submission)
+import nbformat
+
+from tools.homework import sandbox, sandbox_driver
+from tools.homework.reports import feedback_markdown, feedback_names, write_csv, write_skipped
+from tools.homework.sources import (HomeworkError, defined_names, function_names, load, one_line,
+                                    package_references, role)
 
 CELL_TIMEOUT_S = 10
 DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
 MAX_RESTARTS = 5  # kernels a submission may kill or hang before the rest of it is not run
-SPREADSHEET_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 
-# --- a submission -------------------------------------------------------------------------------------
+# --- what grading needs from the source, and a submission ---------------------------------------------
+
+
+def grading_plan(homework: str | Path) -> dict:
+    """What grading needs from the instructor source: tasks, the names their stubs define, hidden tests."""
+    path, notebook = load(homework)
+    tasks: list[str] = []
+    names: dict[str, list[str]] = {}
+    functions: set[str] = set()
+    reimplements: dict[str, list[str]] = {}
+    hidden = []
+    for cell in notebook.cells:
+        task = cell.metadata.get("task")
+        if role(cell) == "stub":
+            tasks.append(task)
+            names[task] = sorted(defined_names(cell.source))
+            functions |= function_names(cell.source)
+            if cell.metadata.get("reimplements"):
+                reimplements[task] = list(cell.metadata["reimplements"])
+        elif role(cell) == "hidden-test":
+            hidden.append({"grade_id": cell.metadata["grade_id"], "points": cell.metadata["points"],
+                           "task": task, "source": cell.source})
+    handout = [cell.source for cell in notebook.cells if role(cell) in ("setup", "public-check")]
+    return {"homework": path.stem, "tasks": tasks, "names": names, "functions": sorted(functions),
+            "reimplements": reimplements, "handout": handout, "hidden": hidden}
+
+
+def read_submission(path: Path):
+    """A submitted notebook as nbformat v4, or a HomeworkError saying why it cannot be graded."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except nbformat.reader.NotJSONError:
+        raise HomeworkError("not a valid notebook: the file is not valid JSON (cut off, or edited outside "
+                            "Jupyter?)") from None
+    except nbformat.ValidationError as error:
+        message = one_line(error, 200)
+        raise HomeworkError(f"not a valid notebook: it does not follow nbformat 4 ({message})") from None
+    except Exception as error:  # an unknown nbformat version, an unreadable file, JSON that is no notebook
+        raise HomeworkError(f"not a valid notebook: {type(error).__name__}: {one_line(error, 200)}") from None
+    try:
+        nbformat.validate(notebook)
+    except Exception as error:
+        message = one_line(error, 200)
+        raise HomeworkError(f"not a valid notebook: it does not follow nbformat 4 ({message})") from None
+    return notebook
+
+# --- a submission in its sandbox -------------------------------------------------------------------------------------
 
 
 def claims_hidden_test(cell, hidden_ids: set[str]) -> bool:
@@ -214,7 +258,7 @@ def run_hidden_test(test: dict, space: dict) -> tuple[bool, str, str]:
         with contextlib.redirect_stdout(printed):
             exec(compile(test["source"], f"<hidden test {test['grade_id']}>", "exec"), dict(space))
     except Exception as error:  # an assertion, or the student's error coming back as data
-        return False, printed.getvalue()[-2000:], _first_line(f"{type(error).__name__}: {error}".strip(": "))
+        return False, printed.getvalue()[-2000:], one_line(f"{type(error).__name__}: {error}".strip(": "))
     return True, printed.getvalue()[-2000:], ""
 
 
@@ -250,7 +294,7 @@ def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, de
         result["reason"] = f"could not be run: {died.reason}"
     except Exception as error:  # a sandbox that would not start, and anything else: a reason, not a crash
         result["status"] = "error"
-        result["reason"] = f"could not be run: {type(error).__name__}: {_first_line(error, 200)}"
+        result["reason"] = f"could not be run: {type(error).__name__}: {one_line(error, 200)}"
     finally:
         if runner is not None:
             runner.session.stop()
@@ -423,74 +467,3 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
     for result in results:
         (feedback / result["feedback_file"]).write_text(feedback_markdown(plan, result), encoding="utf-8")
     return results, skipped
-
-
-def feedback_names(rows: list[str]) -> dict[str, str]:
-    """A distinct, safe file name for each row: ``<row>.md``, with unsafe characters replaced.
-
-    Names that would clash (also when only their case differs) get a short hash of the row.
-    """
-    names: dict[str, str] = {}
-    taken: set[str] = set()
-    for row in rows:
-        safe = re.sub(r"[^\w.-]", "_", row).lstrip(".") or "_"
-        name = f"{safe}.md"
-        if name.lower() in taken:
-            name = f"{safe}-{hashlib.sha1(row.encode()).hexdigest()[:8]}.md"
-        taken.add(name.lower())
-        names[row] = name
-    return names
-
-
-def spreadsheet_safe(cell: str) -> str:
-    """A CSV cell a spreadsheet program shows as text: one starting with = + - @ tab or CR gets a quote."""
-    return "'" + cell if cell.startswith(SPREADSHEET_TRIGGERS) else cell
-
-
-def write_csv(path: Path, plan: dict, results: list[dict]) -> None:
-    ids = [test["grade_id"] for test in plan["hidden"]]
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", *ids, "total", "max", "reason"])
-        for result in sorted(results, key=lambda r: r["student"]):
-            row = [result["student"], *(_number(result["points"].get(i, 0)) for i in ids),
-                   _number(result["total"]), _number(result["max_total"]), result["reason"]]
-            writer.writerow([spreadsheet_safe(str(cell)) for cell in row])
-
-
-def write_skipped(path: Path, skipped: list[tuple[str, str]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["file", "reason"])
-        for relative, reason in skipped:
-            writer.writerow([spreadsheet_safe(relative), reason])
-
-
-def feedback_markdown(plan: dict, result: dict) -> str:
-    """Per-student feedback: the score, each question's points and, for failures, what the tests said."""
-    lines = [f"# Feedback: {plan['homework']} for {result['student']}", "",
-             f"**Score: {_number(result['total'])} / {_number(result['max_total'])}**", ""]
-    if result.get("status") != "graded":
-        lines += [f"Your notebook could not be graded: {result['reason'].rstrip('.')}.", "",
-                  "Every question scores 0. Check that you submitted the .ipynb file from Jupyter, saved, "
-                  "and that it opens there.", ""]
-        return "\n".join(lines)
-    lines += ["| question | points | result |", "| --- | --- | --- |"]
-    for item in result["feedback"]:
-        verdict = "passed" if item["passed"] else "failed"
-        lines.append(f"| {item['grade_id']} | {_number(item['points'])} / {_number(item['max'])} | {verdict} |")
-    lines.append("")
-    failures = [item for item in result["feedback"] if not item["passed"]]
-    for item in failures:
-        lines += [f"## {item['grade_id']}", ""]
-        said = [line for line in item["output"].splitlines() if line.strip()]
-        if said:
-            lines += ["The checks said:", "", "```text", *said, "```", ""]
-        repeated = item["error"].removeprefix("AssertionError: ")
-        if item["error"] and not any(repeated in line for line in said):
-            lines += [f"The test stopped with: `{item['error']}`", ""]
-    if result["notes"]:
-        lines += ["## Notes", ""] + [f"- {note}" for note in dict.fromkeys(result["notes"])] + [""]
-    if not failures:
-        lines += ["Every hidden test passed. Well done.", ""]
-    return "\n".join(lines)

@@ -10,11 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from book_pdf import copy_pdf_into_site
-from build_book import BUILD
-from build_pdf import pdf_path
-
-HTML = BUILD / "html"
+from tools.build_pdf import pdf_path
+from tools.built_site import HTML
+from tools.extensions.book_pdf import copy_pdf_into_site
 
 
 def main(html: Path = HTML, pdf: Path | None = None) -> int:
@@ -24,6 +22,7 @@ def main(html: Path = HTML, pdf: Path | None = None) -> int:
     copied = copy_pdf_into_site(pdf or pdf_path(), html)
     print(f"the PDF is in the site: {copied}")
     return subprocess.run([sys.executable, "-m", "ghp_import", "--no-jekyll", "--push", "--force", str(html)]).returncode
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""The book's build and homework tools: command-line programs and the Sphinx extensions of _config.yml.
+
+``make venv`` installs this package editable (``-e ./tools`` in requirements-test.txt), so tests,
+benchmarks and the build import it as ``tools`` from anywhere, with no ``sys.path`` edits. Its
+command-line programs run as modules (the Makefile's targets):
+
+* ``python -m tools.build_book`` and ``python -m tools.build_pdf``: the website and the PDF;
+  ``python -m tools.publish``: both to GitHub Pages;
+* ``python -m tools.execute_notebooks [SOURCE ...]``: the executed .ipynb of each MyST source;
+* ``python -m tools.install_cell [--check]``: the install cell, first code cell of every notebook;
+* ``python -m tools.vendor_assets``: the browser assets (MathJax, the book's CSS and script);
+* ``python -m tools.pyodide_core OUT``: a local Pyodide core for the JupyterLite browser test;
+* ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`).
+
+:mod:`tools.extensions` holds the Sphinx extensions the book build loads (``extra_extensions`` in
+_config.yml); :mod:`tools.built_site` serves the built site and drives a browser through it (the
+site tests and ``make site-size``).
+
+:data:`ROOT`, the repository's root folder, is defined here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (chapters/masks.md), else as given."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)

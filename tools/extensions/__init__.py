@@ -1,0 +1,1 @@
+"""Sphinx extensions of the book build, named in _config.yml (``sphinx.extra_extensions``)."""

@@ -1,0 +1,86 @@
+"""The homework's command line, ``python -m tools.homework``: check, student, grade and nbgrader.
+
+    python -m tools.homework check [HOMEWORK ...]                 # validate the instructor sources
+    python -m tools.homework student [--out DIR] [HOMEWORK ...]   # student notebooks -> _build/student/
+    python -m tools.homework grade HOMEWORK SUBMISSIONS OUT [--timeout 10] [--jobs 2] [--unsafe-no-sandbox]
+    python -m tools.homework nbgrader OUT [HOMEWORK ...]          # nbgrader source notebooks -> OUT/source/
+
+HOMEWORK is a name such as ``hw_masks`` or a path such as ``exercises/hw_masks.md``; without one, every
+``exercises/hw_*.md`` is used. ``make student`` and ``make grade`` run the second and third commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tools import display_path
+from tools.homework import grading
+from tools.homework.nbgrader_export import write_nbgrader
+from tools.homework.sources import HomeworkError, format_number, homework_sources
+from tools.homework.student import STUDENT_DIR, write_student_notebooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check", help="validate the cell roles of the instructor sources")
+    check.add_argument("homework", nargs="*")
+    student = commands.add_parser("student", help="write the student notebooks")
+    student.add_argument("homework", nargs="*")
+    student.add_argument("--out", type=Path, default=STUDENT_DIR)
+    grade = commands.add_parser("grade", help="grade a folder of submitted notebooks")
+    grade.add_argument("homework")
+    grade.add_argument("submissions", type=Path)
+    grade.add_argument("out", type=Path)
+    grade.add_argument("--timeout", type=float, default=10, help="seconds per cell and per call")
+    grade.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel")
+    grade.add_argument("--deadline", type=float, default=180, help="seconds per submission")
+    grade.add_argument("--unsafe-no-sandbox", action="store_true",
+                       help="run submissions without the sandbox, with your rights (see the instructor guide)")
+    export = commands.add_parser("nbgrader", help="write nbgrader source notebooks to OUT/source/")
+    export.add_argument("out", type=Path)
+    export.add_argument("homework", nargs="*")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "check":
+            for homework in args.homework or homework_sources():
+                plan = grading.grading_plan(homework)  # validates the source on the way
+                points = sum(t["points"] for t in plan["hidden"])
+                print(f"{plan['homework']}: {len(plan['tasks'])} tasks, {len(plan['hidden'])} hidden tests, "
+                      f"{format_number(points)} points")
+        elif args.command == "student":
+            for target in write_student_notebooks(args.out, args.homework):
+                print(f"wrote {display_path(target)}")
+        elif args.command == "grade":
+            if args.unsafe_no_sandbox:
+                print("homework: WARNING: --unsafe-no-sandbox: every submission runs as you, with your files "
+                      "and environment in reach; it can change the grades", file=sys.stderr)
+            start = time.perf_counter()
+            results, skipped = grading.grade(args.homework, args.submissions, args.out, args.timeout, args.jobs,
+                                             args.deadline, sandboxed=not args.unsafe_no_sandbox)
+            seconds = time.perf_counter() - start
+            for result in sorted(results, key=lambda r: r["student"]):
+                print(_printable(f"{result['student']}: {format_number(result['total'])} / "
+                                 f"{format_number(result['max_total'])}  {result['reason']}"))
+            for relative, reason in skipped:
+                print(_printable(f"skipped {relative}: {reason}"))
+            print(f"graded {len(results)} submission(s) in {seconds:.1f} s: {display_path(args.out / 'grades.csv')}, "
+                  f"feedback in {display_path(args.out / 'feedback')}"
+                  + (f", {len(skipped)} file(s) skipped (skipped.csv)" if skipped else ""))
+        elif args.command == "nbgrader":
+            for target in write_nbgrader(args.out, args.homework):
+                print(f"wrote {display_path(target)}")
+    except HomeworkError as error:
+        print(f"homework: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _printable(text: str) -> str:
+    """A line for the terminal: control characters of file names and messages (escape codes) as ``?``."""
+    return "".join("?" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
