@@ -32,7 +32,7 @@ import numpy as np
 
 from .attention import scaled_dot_product_attention
 from .masks import banded_mask
-from .projections import self_attention
+from .attention import self_attention
 from .recurrent import rnn_forward
 from .validation import as_float_array, check_min_ndim, check_positive_int
 

@@ -1,16 +1,38 @@
-"""Boolean attention masks. Convention: True = the query may attend to that key.
+"""Boolean attention masks (True = the query may attend to that key), and their additive form.
+
+Papers and most libraries write masks *additively* instead: a bias of 0 where attention is allowed
+and ``-inf`` where it is not, added to the scores before the softmax. :func:`additive_mask` and
+:func:`mask_from_additive` convert between the two; :func:`plain_softmax` shows what a softmax
+without this package's rule for fully masked rows does (it returns NaN), and
+:func:`fully_masked_rows` finds those rows.
 
 >>> causal_mask(3).astype(int).tolist()
+[[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+>>> additive_mask(causal_mask(3)).tolist()
+[[0.0, -inf, -inf], [0.0, 0.0, -inf], [0.0, 0.0, 0.0]]
+>>> mask_from_additive(additive_mask(causal_mask(3))).astype(int).tolist()
 [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .validation import as_bool_mask, check_positive_int
+from .validation import as_bool_mask, as_float_array, check_bool, check_logits, check_min_ndim, check_positive_int
 
-__all__ = ["banded_mask", "causal_mask", "graph_mask", "padding_mask"]
+__all__ = [
+    "additive_mask",
+    "banded_entry_count",
+    "banded_mask",
+    "causal_mask",
+    "fully_masked_rows",
+    "graph_mask",
+    "mask_from_additive",
+    "padding_mask",
+    "plain_softmax",
+]
 
 
 def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
@@ -82,8 +104,7 @@ def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
     """
     n = check_positive_int(n, "n")
     window = check_positive_int(window, "window", minimum=0)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    causal = check_bool(causal, "causal")
     offset = np.arange(n)[None, :] - np.arange(n)[:, None]  # (n, n): j - i
     band = np.abs(offset) <= window  # (n, n)
     return band & (offset <= 0) if causal else band
@@ -102,11 +123,116 @@ def graph_mask(adjacency, self_loops: bool = True) -> np.ndarray:
     ...
     ValueError: adjacency has shape (2, 3); expected a square matrix (n_nodes, n_nodes)
     """
-    if not isinstance(self_loops, bool):
-        raise TypeError(f"self_loops must be True or False, got {self_loops!r}")
+    self_loops = check_bool(self_loops, "self_loops")
     edges = as_bool_mask(adjacency, "adjacency")  # (n, n)
     if edges.ndim != 2 or edges.shape[0] != edges.shape[1]:
         raise ValueError(f"adjacency has shape {edges.shape}; expected a square matrix (n_nodes, n_nodes)")
     if self_loops:
         return edges | np.eye(edges.shape[0], dtype=bool)  # (n, n)
     return edges.copy()  # (n, n)
+
+
+def additive_mask(mask, fill: float = -np.inf, dtype=np.float64) -> np.ndarray:
+    """The additive form of a boolean ``mask``: 0 where True (may attend), ``fill`` where False.
+
+    ``softmax(scores + additive_mask(mask))`` equals ``softmax(scores, mask=mask)`` on every row with
+    at least one allowed key. ``fill`` must be negative: ``-inf`` (the default, exact) or a large
+    finite number such as ``-1e9`` (approximate, and a fully masked row then gets the weights of
+    the *unmasked* row, since adding a constant to a whole row does not change its softmax).
+
+    >>> additive_mask([[True, False]], fill=-1e9).tolist()
+    [[0.0, -1000000000.0]]
+    >>> additive_mask([[True, False]], fill=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: fill must be a negative number or -inf (the bias of a masked pair), got 0.0
+    """
+    mask = as_bool_mask(mask)  # (..., n_q, n_k)
+    if isinstance(fill, bool) or not isinstance(fill, (int, float, np.integer, np.floating)):
+        raise TypeError(f"fill must be a real number (the bias of a masked pair), got {fill!r}")
+    if math.isnan(fill) or not fill < 0:
+        raise ValueError(f"fill must be a negative number or -inf (the bias of a masked pair), got {fill!r}")
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"dtype must be a floating-point type (the mask is added to scores), got {dtype}")
+    return np.where(mask, dtype.type(0), dtype.type(fill))  # (..., n_q, n_k)
+
+
+def mask_from_additive(bias) -> np.ndarray:
+    """The boolean mask of an additive one: True where ``bias`` is finite, False where it is ``-inf``.
+
+    Any finite bias (0, or a learned or positional bias) counts as allowed; only ``-inf`` excludes
+    a pair. NaN and ``+inf`` are refused.
+
+    >>> mask_from_additive([[0.0, -np.inf, -2.5]]).tolist()
+    [[True, False, True]]
+    >>> mask_from_additive([[0.0, np.inf]])
+    Traceback (most recent call last):
+    ...
+    ValueError: bias contains +inf at index (0, 1); attention inputs must be finite numbers
+    """
+    bias = as_float_array(bias, "bias", allow_neg_inf=True)  # (..., n_q, n_k)
+    return ~np.isneginf(bias)  # (..., n_q, n_k)
+
+
+def plain_softmax(x, axis: int = -1) -> np.ndarray:
+    """Softmax as the textbook formula computes it, with no special rule for fully masked slices.
+
+    ``exp(x - max) / sum(exp(x - max))`` along ``axis``. Logits of ``-inf`` get weight 0, like in
+    :func:`attnbook.softmax`; but a slice whose logits are *all* ``-inf`` comes out as NaN, because
+    its maximum is ``-inf`` and ``-inf - (-inf)`` is NaN (without the shift it would be ``0/0``).
+    This is what ``torch.softmax`` and most frameworks' plain softmax return. Floating-point warnings
+    are silenced: the NaN is the documented result, not an accident.
+
+    >>> print(plain_softmax([[0.0, np.log(3.0)], [-np.inf, -np.inf]]))
+    [[0.25 0.75]
+     [ nan  nan]]
+    """
+    logits, axis, _ = check_logits(x, axis)  # (..., n, ...)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = logits - logits.max(axis=axis, keepdims=True)  # (..., n, ...); NaN on all -inf slices
+        exps = np.exp(shifted)  # (..., n, ...)
+        return exps / exps.sum(axis=axis, keepdims=True)  # (..., n, ...)
+
+
+def fully_masked_rows(mask) -> np.ndarray:
+    """Which queries have no allowed key at all: ``~mask.any(axis=-1)``, shape ``mask.shape[:-1]``.
+
+    By the package's convention such a query gets all-zero weights and a zero output.
+
+    >>> fully_masked_rows([[False, False], [True, False]]).tolist()
+    [True, False]
+    >>> fully_masked_rows([True, False])
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (2,) but needs at least 2 dimensions, laid out as (..., n_q, n_k)
+    """
+    mask = as_bool_mask(mask)  # (..., n_q, n_k)
+    check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
+    return ~mask.any(axis=-1)  # (..., n_q)
+
+
+# banded_entry_count: a count, kept here from the dissolved mask_tools until the counting module takes it
+def banded_entry_count(n: int, window: int, causal: bool = False) -> int:
+    """How many entries of an ``(n, n)`` score matrix ``banded_mask(n, window, causal)`` keeps.
+
+    With ``w = min(window, n - 1)``: ``n (2w + 1) - w (w + 1)`` for the two-sided band (each row
+    keeps up to ``2w + 1`` keys; the ``w`` rows at each end lose ``1 + 2 + ... + w`` of them), and
+    ``n (w + 1) - w (w + 1) / 2`` for the causal band. Computed without building the mask, so it
+    works for long sequences. The count grows like ``n w``, not ``n^2``.
+
+    >>> banded_entry_count(4, 1), banded_entry_count(4, 1, causal=True), banded_entry_count(4, 9)
+    (10, 7, 16)
+    >>> banded_entry_count(4, -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be at least 0, got -1
+    """
+    n = check_positive_int(n, "n")
+    window = check_positive_int(window, "window", minimum=0)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    w = min(window, n - 1)
+    if causal:
+        return n * (w + 1) - w * (w + 1) // 2
+    return n * (2 * w + 1) - w * (w + 1)

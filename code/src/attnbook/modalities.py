@@ -29,7 +29,7 @@ from .attention import AttentionResult, scaled_dot_product_attention
 from .recurrent import rnn_forward
 from .softmax import softmax
 from .gradients import numerical_jacobian  # re-exported: it used to live here
-from .mask_tools import banded_entry_count
+from .masks import banded_entry_count
 from .validation import as_float_array, check_positive_int, check_shape
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Tests of attnbook.mask_tools: additive masks, the plain softmax, fully masked rows, band counts and
+"""Tests of the additive-mask tools of attnbook.masks (and of attnbook.efficient.banded): additive masks, the plain softmax, fully masked rows, band counts and
 banded attention computed from the band alone."""
 
 import math
@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis.extra.numpy import arrays
 
 from attnbook import banded_mask, causal_mask, graph_mask, padding_mask, scaled_dot_product_attention, softmax
-from attnbook.mask_tools import (
+from attnbook.efficient.banded import banded_attention
+from attnbook.masks import (
     additive_mask,
-    banded_attention,
     banded_entry_count,
     fully_masked_rows,
     mask_from_additive,
@@ -160,7 +160,7 @@ def test_plain_softmax_keeps_float32():
 
 
 def test_plain_softmax_refuses_a_scalar():
-    with pytest.raises(ValueError, match=r"^x is a scalar; softmax needs at least one dimension"):
+    with pytest.raises(ValueError, match=r"^x is a scalar; expected at least one dimension"):
         plain_softmax(1.0)
 
 
@@ -334,8 +334,8 @@ def test_banded_attention_computes_2w_plus_1_scores_per_query():
 @pytest.mark.parametrize("shapes, message", [
     (((3, 2), (4, 2), (4, 2)), r"^q has shape \(3, 2\) but k has shape \(4, 2\); banded self-attention needs the same number of positions n$"),
     (((3, 2), (3, 3), (3, 2)), r"^q has shape \(3, 2\) but k has shape \(3, 3\); the last dimensions \(d_k\) must match$"),
-    (((3, 2), (3, 2), (4, 2)), r"^k has shape \(3, 2\) but v has shape \(4, 2\); k and v must have the same number of positions n$"),
-    (((3,), (3, 2), (3, 2)), r"^q has shape \(3,\) but needs at least 2 dimensions, laid out as \(\.\.\., n, d_k\)$"),
+    (((3, 2), (3, 2), (4, 2)), r"^k has shape \(3, 2\) but v has shape \(4, 2\); k and v must have the same number of positions n_k \(second-to-last dimension\)$"),
+    (((3,), (3, 2), (3, 2)), r"^q has shape \(3,\) but needs at least 2 dimensions, laid out as \(\.\.\., n_q, d_k\)$"),
     (((3, 0), (3, 0), (3, 2)), r"^q and k have d_k = 0"),
     (((2, 3, 2), (3, 3, 2), (3, 3, 2)), r"^the leading \(batch, head\) dimensions do not broadcast: q has \(2,\), k has \(3,\), v has \(3,\)$"),
 ])

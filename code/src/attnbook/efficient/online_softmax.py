@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import as_bool_mask, as_float_array, check_axis, check_positive_int, check_shape
+from ..validation import as_float_array, check_logits, check_positive_int, check_shape
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -67,6 +67,15 @@ def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> Onlin
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+    return start_state(batch_shape, d_v, dtype)
+
+
+def start_state(batch_shape: tuple[int, ...], d_v: int, dtype) -> OnlineSoftmaxState:
+    """Unchecked kernel of :func:`online_softmax_init`: ``m = -inf``, ``l = 0``, ``o = 0``.
+
+    >>> start_state((), 1, np.float64).max.tolist()
+    [-inf]
+    """
     m = np.full(batch_shape + (1,), -np.inf, dtype=dtype)  # (..., 1)
     l = np.zeros(batch_shape + (1,), dtype=dtype)  # (..., 1)
     o = np.zeros(batch_shape + (d_v,), dtype=dtype)  # (..., d_v)
@@ -89,10 +98,14 @@ def _checked_state(state) -> OnlineSoftmaxState:
     return OnlineSoftmaxState(m, l, o)
 
 
-def _update(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> OnlineSoftmaxState:
-    """One step of the recurrence on checked arrays. ``s`` (..., b) is overwritten (it becomes p).
+def fold(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> OnlineSoftmaxState:
+    """Unchecked kernel of :func:`online_softmax_update`: one step of the recurrence on checked arrays.
 
-    ``allowed`` is None (every score counts) or a boolean array broadcasting to ``s``.
+    ``s`` (..., b) is overwritten (it becomes p). ``allowed`` is None (every score counts) or a
+    boolean array broadcasting to ``s``.
+
+    >>> float(fold(start_state((), 0, np.float64), np.array([0.0, 0.0]), None, None).total[0])
+    2.0
     """
     m_old = state.max  # (..., 1)
     if allowed is None:
@@ -140,9 +153,9 @@ def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftma
     """
     state = _checked_state(state)
     rows = state.max.shape[:-1]
-    s = as_float_array(scores, "scores", allow_neg_inf=True)  # (..., b)
-    if s.ndim == 0:
+    if np.ndim(scores) == 0:
         raise ValueError("scores is a scalar; expected a block of scores of shape (..., b)")
+    s, _, allowed = check_logits(scores, -1, mask, name="scores")  # (..., b) each
     if s.shape[:-1] != rows:
         expected = "(" + ", ".join([*map(str, rows), "b"]) + ")"
         raise ValueError(
@@ -165,18 +178,9 @@ def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftma
         raise ValueError(
             f"the state averages values of width d_v = {state.output.shape[-1]} but no values were given"
         )
-    allowed = ~np.isneginf(s)  # (..., b)
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        try:
-            allowed = allowed & np.broadcast_to(mask, s.shape)  # (..., b)
-        except ValueError:
-            raise ValueError(
-                f"mask has shape {mask.shape} but scores has shape {s.shape}; the mask must broadcast to scores"
-            ) from None
-    s = np.array(s, dtype=dtype, copy=True)  # (..., b): a private copy, overwritten by _update
+    s = np.array(s, dtype=dtype, copy=True)  # (..., b): a private copy, overwritten by fold
     state = OnlineSoftmaxState(*(a.astype(dtype, copy=False) for a in state))
-    return _update(state, s, v, None if allowed.all() else allowed)
+    return fold(state, s, v, None if allowed.all() else allowed)
 
 
 def online_softmax_finish(state) -> np.ndarray:
@@ -186,22 +190,26 @@ def online_softmax_finish(state) -> np.ndarray:
     [[0. 0.]
      [0. 0.]]
     """
-    return _finish(_checked_state(state))
+    return finish(_checked_state(state))
 
 
-def _finish(state: OnlineSoftmaxState) -> np.ndarray:
-    """``o / l`` of a checked state, ``(..., d_v)``; zero for rows with no allowed score."""
+def finish(state: OnlineSoftmaxState) -> np.ndarray:
+    """Unchecked kernel of :func:`online_softmax_finish`: ``o / l``, zero for rows with no allowed score.
+
+    >>> finish(start_state((), 1, np.float64)).tolist()
+    [0.0]
+    """
     o, l = state.output, state.total  # (..., d_v), (..., 1)
     return np.divide(o, l, out=np.zeros_like(o), where=l > 0)  # (..., d_v)
 
 
 def _normaliser(s: np.ndarray, allowed: np.ndarray, block_size: int) -> OnlineSoftmaxState:
     """One streaming pass over the last axis of ``s`` in blocks: the final (m, l) of every row."""
-    state = online_softmax_init(s.shape[:-1], 0, s.dtype)
+    state = start_state(s.shape[:-1], 0, s.dtype)
     for start in range(0, s.shape[-1], block_size):
         block = slice(start, start + block_size)
         mask_block = allowed[..., block]  # (..., b)
-        state = _update(state, s[..., block].copy(), None, None if mask_block.all() else mask_block)
+        state = fold(state, s[..., block].copy(), None, None if mask_block.all() else mask_block)
     return state
 
 
@@ -218,20 +226,8 @@ def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndar
     ...
     ValueError: block_size must be at least 1, got 0
     """
-    logits = as_float_array(x, "x", allow_neg_inf=True)  # (..., n, ...)
-    if logits.ndim == 0:
-        raise ValueError("x is a scalar; softmax needs at least one dimension to normalise over")
-    axis = check_axis(axis, logits.ndim)
+    logits, axis, allowed = check_logits(x, axis, mask)  # (..., n, ...) each
     block_size = check_positive_int(block_size, "block_size")
-    allowed = ~np.isneginf(logits)  # (same shape as logits)
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        try:
-            allowed = allowed & np.broadcast_to(mask, logits.shape)
-        except ValueError:
-            raise ValueError(
-                f"mask has shape {mask.shape} but x has shape {logits.shape}; the mask must broadcast to x"
-            ) from None
     s = np.moveaxis(logits, axis, -1).astype(np.result_type(logits, np.float32), copy=False)  # (..., n)
     allowed = np.moveaxis(allowed, axis, -1)  # (..., n)
     state = _normaliser(s, allowed, block_size)  # max, total: (..., 1)
@@ -256,10 +252,14 @@ def online_softmax_trace(scores, block_size: int = 1, values=None) -> list[Onlin
     v = None if values is None else as_float_array(values, "values")  # (n, d_v)
     if v is not None and (v.ndim != 2 or v.shape[0] != s.shape[0]):
         raise ValueError(f"values has shape {v.shape} but scores has shape {s.shape}; expected ({s.shape[0]}, d_v)")
-    state = online_softmax_init((), 0 if v is None else v.shape[1], np.result_type(s, np.float32))
+    dtype = np.result_type(s, np.float32) if v is None else np.result_type(s, v, np.float32)
+    s = s.astype(dtype)  # (n,): a private copy, overwritten block by block by fold
+    v = None if v is None else v.astype(dtype, copy=False)  # (n, d_v)
+    state = start_state((), 0 if v is None else v.shape[1], dtype)
     trace = []
     for start in range(0, s.shape[0], block_size):
         block = slice(start, start + block_size)
-        state = online_softmax_update(state, s[block], None if v is None else v[block])
+        allowed = ~np.isneginf(s[block])  # (b,)
+        state = fold(state, s[block], None if v is None else v[block], None if allowed.all() else allowed)
         trace.append(state)
     return trace

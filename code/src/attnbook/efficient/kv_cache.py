@@ -1,0 +1,229 @@
+"""The key-value cache of autoregressive decoding: keys and values are computed once per token.
+
+A causal model generates a sequence one token at a time. At step ``s`` the new token's query must be
+compared with the keys of all ``s`` tokens so far and must average their values. Those keys and
+values do not change from step to step (the causal mask guarantees that a position never sees later
+ones), so they can be kept in a cache that grows by one row per step, instead of being recomputed
+from the whole prefix at every step.
+
+Three strategies decode the same sequence to the same outputs (up to rounding):
+
+* ``"cache"``: project only the new token, append its key and value to the cache, attend once;
+* ``"recompute_kv"``: project the new token's query, but recompute the keys and values of the whole
+  prefix at every step;
+* ``"recompute_all"``: rerun causal self-attention over the whole prefix at every step and keep the
+  last row (what calling a model on the prefix without a cache does).
+
+:func:`decode` counts the multiply-adds of the matrix products it performs;
+:func:`attnbook.kv_cache.decode_multiply_adds` gives the same counts in closed form.
+
+>>> import numpy as np
+>>> from attnbook import causal_mask, self_attention
+>>> rng = np.random.default_rng(0)
+>>> x = rng.standard_normal((5, 8))                               # (t, d_model)
+>>> w_q, w_k, w_v = rng.standard_normal((3, 8, 4))                # each (d_model, d_k)
+>>> cached = decode(x, w_q, w_k, w_v, strategy="cache")
+>>> full = self_attention(x, w_q, w_k, w_v, mask=causal_mask(5)).output
+>>> bool(np.allclose(cached.outputs, full)), cached.multiply_adds
+(True, 600)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..attention import attend, project
+from ..validation import as_float_array, check_positive_int, check_projections, check_shape
+
+__all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_step"]
+
+STRATEGIES = ("cache", "recompute_kv", "recompute_all")
+
+
+class KVCache:
+    """Keys and values of the tokens decoded so far, in buffers preallocated for ``capacity`` tokens.
+
+    Appending writes one row into the buffers: no copy of the earlier rows, so ``t`` appends move
+    ``O(t d)`` numbers (growing an array with ``np.concatenate`` at every step would copy
+    ``O(t^2 d)``). ``keys`` and ``values`` are views of the filled rows.
+
+    >>> cache = KVCache(capacity=4, d_k=2, d_v=3)
+    >>> cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    >>> len(cache), cache.keys.shape, cache.values.shape
+    (1, (1, 2), (1, 3))
+    >>> for _ in range(3):
+    ...     cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    >>> cache.append(np.ones((1, 2)), np.zeros((1, 3)))
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache is full (capacity 4 tokens); create it with a larger capacity
+    """
+
+    def __init__(self, capacity: int, d_k: int, d_v: int, batch_shape=(), dtype=np.float64):
+        capacity = check_positive_int(capacity, "capacity")
+        d_k = check_positive_int(d_k, "d_k")
+        d_v = check_positive_int(d_v, "d_v")
+        self.batch_shape = check_shape(batch_shape, "batch_shape")
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+        self._keys = np.zeros(self.batch_shape + (capacity, d_k), dtype=dtype)  # (..., capacity, d_k)
+        self._values = np.zeros(self.batch_shape + (capacity, d_v), dtype=dtype)  # (..., capacity, d_v)
+        self.capacity = capacity
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._keys[..., : self.length, :]  # (..., length, d_k)
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._values[..., : self.length, :]  # (..., length, d_v)
+
+    def append(self, k_new, v_new) -> None:
+        """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of one new token.
+
+        A number too large for the cache's dtype (above 65504 in a float16 cache) is refused here,
+        instead of being stored as ``inf``.
+        """
+        k_new = as_float_array(k_new, "k_new")  # (..., 1, d_k)
+        v_new = as_float_array(v_new, "v_new")  # (..., 1, d_v)
+        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
+            expected = self.batch_shape + (1, buffer.shape[-1])
+            if array.shape != expected:
+                raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+        self.write(k_new, v_new)
+
+    def write(self, k_new: np.ndarray, v_new: np.ndarray) -> None:
+        """Unchecked kernel of :meth:`append`: store one token's key and value (refusing an overflow)."""
+        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
+            _check_fits(array, name, buffer.dtype)
+        if self.length == self.capacity:
+            raise ValueError(
+                f"the cache is full (capacity {self.capacity} tokens); create it with a larger capacity"
+            )
+        self._keys[..., self.length, :] = k_new[..., 0, :]  # (..., d_k)
+        self._values[..., self.length, :] = v_new[..., 0, :]  # (..., d_v)
+        self.length += 1
+
+
+def _check_fits(array: np.ndarray, name: str, dtype: np.dtype) -> None:
+    """Raise if a (finite) entry of ``array`` would overflow to ``inf`` when stored in ``dtype``."""
+    if np.can_cast(array.dtype, dtype, "safe"):
+        return
+    with np.errstate(over="ignore"):
+        overflows = ~np.isfinite(array.astype(dtype))  # (same shape as array)
+    if np.any(overflows):
+        at = tuple(int(i) for i in np.argwhere(overflows)[0])
+        raise ValueError(
+            f"{name} holds {float(array[at]):.6g} at index {at}, which overflows the cache's {dtype} "
+            f"(largest {float(np.finfo(dtype).max):.6g}); scale it down or create the cache with a wider dtype"
+        )
+
+
+class DecodeResult(NamedTuple):
+    """Outputs of every decoding step and the multiply-adds of the matrix products performed."""
+
+    outputs: np.ndarray  # (..., t, d_v)
+    multiply_adds: int
+
+
+def _macs(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> int:
+    """Multiply-adds of the matrix product of arrays of these shapes: batch * rows * inner * cols."""
+    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    return math.prod(batch) * a_shape[-2] * a_shape[-1] * b_shape[-1]
+
+
+def _attention_macs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
+    """Multiply-adds of attention's two products: ``q k^T`` (n_q n_k d_k) and ``weights v`` (n_q n_k d_v)."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    return math.prod(batch) * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+    """Attention output of checked arrays, computed as the reference does (at least in float32)."""
+    dtype = np.result_type(q, k, v, np.float32)
+    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+    return attend(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1])).output  # (..., n_q, d_v)
+
+
+def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new") -> tuple[np.ndarray, int]:
+    """One cached step; ``x_name`` is the caller's argument that ``x_new`` comes from, for errors."""
+    q = project(x_new, w_q, f"{x_name} @ w_q")  # (..., 1, d_k)
+    k = project(x_new, w_k, f"{x_name} @ w_k")  # (..., 1, d_k)
+    v = project(x_new, w_v, f"{x_name} @ w_v")  # (..., 1, d_v)
+    cache.write(k, v)
+    keys, values = cache.keys, cache.values  # (..., s, d_k), (..., s, d_v)
+    out = _attend(q, keys, values)  # (..., 1, d_v)
+    macs = sum(_macs(x_new.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, keys, values)
+    return out, macs
+
+
+def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
+    """One decoding step with a cache: project the new token ``x_new`` ``(..., 1, d_model)``, append
+    its key and value to ``cache``, and return its attention output ``(..., 1, d_v)`` over all
+    tokens so far.
+
+    >>> w = np.eye(2)
+    >>> cache = KVCache(capacity=3, d_k=2, d_v=2)
+    >>> print(decode_step(cache, [[1.0, 0.0]], w, w, w))      # the first token sees only itself
+    [[1. 0.]]
+    """
+    x_new, w_q, w_k, w_v, _, _ = check_projections(x_new, w_q, w_k, w_v, name="x_new")
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+    if x_new.shape[-2] != 1:
+        raise ValueError(f"x_new has shape {x_new.shape}; a decoding step takes one token, (..., 1, d_model)")
+    return _step(cache, x_new, w_q, w_k, w_v)[0]
+
+
+def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
+    """Decode the tokens ``x`` ``(..., t, d_model)`` one step at a time with one causal attention head.
+
+    Step ``s`` (``s = 1 .. t``) produces the output of token ``s`` from tokens ``1 .. s`` only; the
+    ``t`` outputs equal causal :func:`attnbook.self_attention` over the whole sequence. ``strategy``
+    is ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring). Returns the
+    outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products performed
+    (projections, ``q k^T`` and ``weights @ v``; the softmax's exponentials are not counted).
+
+    >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2)), strategy="fast")
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy must be one of ('cache', 'recompute_kv', 'recompute_all'), got 'fast'
+    """
+    x, w_q, w_k, w_v, _, _ = check_projections(x, w_q, w_k, w_v)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    t = x.shape[-2]
+    dtype = np.result_type(x, w_q, w_k, w_v)
+    outputs = np.empty(x.shape[:-1] + (w_v.shape[1],), dtype=dtype)  # (..., t, d_v)
+    macs = 0
+    cache = KVCache(max(t, 1), w_k.shape[1], w_v.shape[1], x.shape[:-2], dtype) if strategy == "cache" else None
+    for s in range(1, t + 1):
+        x_new = x[..., s - 1 : s, :]  # (..., 1, d_model)
+        if strategy == "cache":
+            out, step_macs = _step(cache, x_new, w_q, w_k, w_v, x_name="x")  # (..., 1, d_v)
+        elif strategy == "recompute_kv":
+            prefix = x[..., :s, :]  # (..., s, d_model)
+            q = project(x_new, w_q, "x @ w_q")  # (..., 1, d_k)
+            k = project(prefix, w_k, "x @ w_k")  # (..., s, d_k): recomputed for the whole prefix
+            v = project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
+            out = _attend(q, k, v)  # (..., 1, d_v)
+            step_macs = (_macs(x_new.shape, w_q.shape) + _macs(prefix.shape, w_k.shape)
+                         + _macs(prefix.shape, w_v.shape) + _attention_macs(q, k, v))
+        else:
+            prefix = x[..., :s, :]  # (..., s, d_model)
+            q = project(prefix, w_q, "x @ w_q")  # (..., s, d_k)
+            k = project(prefix, w_k, "x @ w_k")  # (..., s, d_k)
+            v = project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
+            out = _attend(q, k, v, np.tri(s, dtype=bool))[..., -1:, :]  # (..., 1, d_v): causal, last row
+            step_macs = sum(_macs(prefix.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, k, v)
+        outputs[..., s - 1 : s, :] = out
+        macs += step_macs
+    return DecodeResult(outputs, int(macs))
