@@ -23,10 +23,10 @@ SOURCES = notebook_sources()
 
 
 def package_public_names() -> set[str]:
-    """Every public name of attnbook and of each of its modules (their __all__)."""
+    """Every public name of attnbook and of each of its modules and subpackages' modules (their __all__)."""
     names = set(attnbook.__all__)
-    for module in pkgutil.iter_modules(attnbook.__path__):
-        names |= set(getattr(importlib.import_module(f"attnbook.{module.name}"), "__all__", []))
+    for module in pkgutil.walk_packages(attnbook.__path__, "attnbook."):
+        names |= set(getattr(importlib.import_module(module.name), "__all__", []))
     return names
 IDS = [p.relative_to(ROOT).as_posix() for p in SOURCES]
 
