@@ -97,7 +97,7 @@ def _check_tolerance(value, name: str) -> float:
 
 
 def check(body: Callable[..., str]) -> Callable[..., CheckResult]:
-    """Make a public check out of ``body(fn, label, rng, seed, **options) -> success message``.
+    r"""Make a public check out of ``body(fn, label, rng, seed, **options) -> success message``.
 
     The check it returns, ``check_x(fn, *, seed=0, quiet=False, **options)``, does what every check
     shares: it refuses a bad ``seed`` or ``quiet`` (and a non-bool for a bool option), names the
@@ -105,6 +105,21 @@ def check(body: Callable[..., str]) -> Callable[..., CheckResult]:
     and wraps the verdict: the body's return value is the success message, a ``_Failure`` it raises
     the problem found, and anything else a failure without a traceback (:func:`_finish`).
 
+    .. math:: \text{check}(fn) = \text{verdict}\big(\text{body}(fn, \text{label}, \text{rng}(\text{seed}), \text{seed})\big)
+
+    Parameters
+    ----------
+    body : callable
+        ``body(fn, label, rng, seed, **options)``: returns the success message or raises ``_Failure``;
+        its keyword-only parameters are the check's options (a bool default makes a bool option).
+
+    Returns
+    -------
+    callable
+        The public check, returning a :class:`CheckResult`.
+
+    Examples
+    --------
     >>> @check
     ... def check_positive(fn, label, rng, seed):
     ...     if not fn(rng.random()) > 0:
@@ -297,11 +312,35 @@ def _checked_number(value, name: str):
 
 def check_number(answer, expected, name: str = "answer", rel_tol: float = 1e-6, *, abs_tol: float = 0.0,
                  hint: str | None = None, quiet: bool = False) -> CheckResult:
-    """Check a number the student worked out (by hand or in code) against ``expected``.
+    r"""Check a number the student worked out (by hand or in code) against ``expected``.
+
+    .. math:: |a - e| \le \max(\text{rel\_tol}\, |e|, \text{abs\_tol})
 
     ``answer`` None (or ``...``) means "not done yet". The message never shows ``expected``; a
     ``hint`` (say, which formula to revisit) is added when the answer is wrong.
 
+    Parameters
+    ----------
+    answer : number or None
+        The student's number; None (or ``...``) means "not done yet".
+    expected : float
+        The right value, never shown.
+    name : str
+        The answer's name in the message.
+    rel_tol, abs_tol : float
+        Tolerances, as in :func:`math.isclose`.
+    hint : str, optional
+        Added when the answer is wrong.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message.
+
+    Examples
+    --------
     >>> _ = check_number(None, 2.0, "answer_a12")
     ✗ answer_a12: not done yet (set it to your number)
     >>> _ = check_number(0.196, 0.19557, "answer_a12", rel_tol=1e-3)
@@ -365,11 +404,35 @@ def _compare_results(got, expected, what: str, context: str, rtol: float, atol: 
 
 def check_function(fn, reference: Callable, cases, name: str | None = None, *, rtol: float = 1e-6,
                    atol: float = 1e-9, quiet: bool = False) -> CheckResult:
-    """Call ``fn`` and ``reference`` on each tuple of arguments in ``cases`` and compare the results.
+    r"""Call ``fn`` and ``reference`` on each tuple of arguments in ``cases`` and compare the results.
+
+    .. math:: \text{fn}(*c) \approx \text{reference}(*c) \text{ for every case } c
 
     Results may be numbers, arrays or tuples of arrays (compared part by part). The first
     difference is reported with the case's input shapes, never the reference values.
 
+    Parameters
+    ----------
+    fn : callable
+        The student's function.
+    reference : callable
+        The package's function it should match.
+    cases : list of tuple
+        Argument tuples, each passed to both.
+    name : str, optional
+        The function's name in the message; default its ``__name__``.
+    rtol, atol : float
+        Tolerances, as in :func:`numpy.allclose`.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message.
+
+    Examples
+    --------
     >>> from attnbook import layer_norm
     >>> x = np.arange(6.0).reshape(2, 3)
     >>> def centred_only(x):
@@ -412,10 +475,31 @@ def check_function(fn, reference: Callable, cases, name: str | None = None, *, r
 
 @check
 def check_softmax(fn, label: str, rng: np.random.Generator, seed: int, *, large_logits: bool = True) -> str:
-    """Check a student's softmax ``fn(x)`` along the last axis: values, batches, vectors, stability.
+    r"""Check a student's softmax ``fn(x)`` along the last axis: values, batches, vectors, stability.
 
-    ``large_logits=False`` leaves out the stability test (logits of ±1000), for a test of values alone.
+    .. math:: \operatorname{softmax}(x)_i = e^{x_i - \max_j x_j} / \textstyle\sum_j e^{x_j - \max_j x_j}
 
+    Used as ``check_softmax(fn, *, seed=0, large_logits=True, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's softmax ``fn(x)``, normalising the last axis.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    large_logits : bool
+        Include the stability test (logits of ±1000); False tests values alone.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_softmax(lambda x: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True))
     ✗ your function: normalised along the wrong axis on a 3 x 6 array: the columns sum to 1,
       but each row (the logits of one query, the last axis) should; use axis=-1
@@ -501,10 +585,31 @@ def _check_attention_pair(got_out, got_w, q, k, v, label, context, mistakes_extr
 
 @check
 def check_attention(fn, label: str, rng: np.random.Generator, seed: int, *, large_scores: bool = True) -> str:
-    """Check ``fn(q, k, v) -> (output, weights)``: scaled dot-product attention, 2-D and batched.
+    r"""Check ``fn(q, k, v) -> (output, weights)``: scaled dot-product attention, 2-D and batched.
 
-    ``large_scores=False`` leaves out the stability test (scores in the thousands).
+    .. math:: \operatorname{softmax}(Q K^\top / \sqrt{d_k})\, V
 
+    Used as ``check_attention(fn, *, seed=0, large_scores=True, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(q, k, v) -> (output, weights)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    large_scores : bool
+        Include the stability test (scores in the thousands).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> def unscaled(q, k, v):
     ...     w = softmax(q @ np.swapaxes(k, -1, -2))
     ...     return w @ v, w
@@ -544,8 +649,29 @@ def check_attention(fn, label: str, rng: np.random.Generator, seed: int, *, larg
 
 @check
 def check_self_attention(fn, label: str, rng: np.random.Generator, seed: int) -> str:
-    """Check ``fn(x, w_q, w_k, w_v) -> (output, weights)``: project x to Q, K, V, then attend.
+    r"""Check ``fn(x, w_q, w_k, w_v) -> (output, weights)``: project x to Q, K, V, then attend.
 
+    .. math:: \operatorname{softmax}(X W_Q (X W_K)^\top / \sqrt{d_k})\, X W_V
+
+    Used as ``check_self_attention(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x, w_q, w_k, w_v) -> (output, weights)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> check_self_attention(self_attention).passed
     ✓ self_attention: correct for x (4, 6) with d_k = 3, d_v = 2, and for a batch of 2
     True
@@ -580,8 +706,29 @@ def check_self_attention(fn, label: str, rng: np.random.Generator, seed: int) ->
 
 @check
 def check_causal_mask(fn, label: str, rng: np.random.Generator, seed: int) -> str:
-    """Check ``fn(n) -> (n, n)`` boolean causal mask (True = query i may attend to key j <= i).
+    r"""Check ``fn(n) -> (n, n)`` boolean causal mask (True = query i may attend to key j <= i).
 
+    .. math:: M_{ij} = [\, j \le i \,]
+
+    Used as ``check_causal_mask(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(n) -> (n, n)`` boolean mask.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))
     ✗ your function: transposed for n = 4: True above the diagonal lets query i see the future keys
       j > i; the causal mask is True on and below the diagonal (j <= i)
@@ -631,8 +778,29 @@ def check_causal_mask(fn, label: str, rng: np.random.Generator, seed: int) -> st
 
 @check
 def check_split_heads(fn, label: str, rng: np.random.Generator, seed: int) -> str:
-    """Check ``fn(x, n_heads)``: ``(..., n, d_model) -> (..., n_heads, n, d_model / n_heads)``.
+    r"""Check ``fn(x, n_heads)``: ``(..., n, d_model) -> (..., n_heads, n, d_model / n_heads)``.
 
+    .. math:: (\dots, n, d_\text{model}) \to (\dots, h, n, d_\text{model} / h)
+
+    Used as ``check_split_heads(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x, n_heads)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
     ✗ your function: values in the wrong places for x (2, 5, 8) and n_heads = 4: reshaping straight
       to (..., n_heads, n, d_head) mixes tokens; reshape to (..., n, n_heads, d_head), then swap the
@@ -663,8 +831,29 @@ def check_split_heads(fn, label: str, rng: np.random.Generator, seed: int) -> st
 
 @check
 def check_merge_heads(fn, label: str, rng: np.random.Generator, seed: int) -> str:
-    """Check ``fn(x)``: ``(..., n_heads, n, d_head) -> (..., n, n_heads * d_head)``, the inverse of split.
+    r"""Check ``fn(x)``: ``(..., n_heads, n, d_head) -> (..., n, n_heads * d_head)``, the inverse of split.
 
+    .. math:: (\dots, h, n, d_\text{head}) \to (\dots, n, h\, d_\text{head})
+
+    Used as ``check_merge_heads(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> check_merge_heads(merge_heads).passed
     ✓ merge_heads: correct for x (2, 4, 5, 2) and x (3, 5, 2), and undoes split_heads
     True
@@ -704,8 +893,29 @@ def _encoding_variant(n: int, d: int, *, exponent=None, swap=False, concat=False
 
 @check
 def check_sinusoidal_encoding(fn, label: str, rng: np.random.Generator, seed: int) -> str:
-    """Check ``fn(n_positions, d_model)``: ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
+    r"""Check ``fn(n_positions, d_model)``: ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
 
+    .. math:: PE_{p, 2i} = \sin(p / 10000^{2i/d}), \quad PE_{p, 2i+1} = \cos(p / 10000^{2i/d})
+
+    Used as ``check_sinusoidal_encoding(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(n_positions, d_model)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> def swapped(n_positions, d_model):
     ...     pairs = sinusoidal_encoding(n_positions, d_model).reshape(n_positions, -1, 2)  # (n, d/2, 2)
     ...     return pairs[:, :, ::-1].reshape(n_positions, d_model)  # (n, d): cos first in each pair

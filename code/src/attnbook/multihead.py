@@ -130,8 +130,24 @@ def from_heads(x: np.ndarray) -> np.ndarray:
 
 
 def init_multi_head_weights(d_model: int, seed: int = 0) -> MultiHeadWeights:
-    """Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
+    r"""Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
 
+    .. math:: W \sim \mathcal{U}\left(-\sqrt{6 / (2 d_\text{model})}, \sqrt{6 / (2 d_\text{model})}\right)
+
+    Parameters
+    ----------
+    d_model : int
+        The model width.
+    seed : int or numpy Generator
+        Seed of the generator.
+
+    Returns
+    -------
+    MultiHeadWeights
+        Four ``(d_model, d_model)`` matrices and four ``(d_model,)`` zero biases.
+
+    Examples
+    --------
     >>> w = init_multi_head_weights(4, seed=0)
     >>> w.w_q.shape, w.b_o.shape
     ((4, 4), (4,))
@@ -162,15 +178,39 @@ def _checked_weights(weights, d_model: int) -> MultiHeadWeights:
 
 def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: int,
                          mask=None) -> AttentionResult:
-    """Multi-head attention of ``query`` ``(..., n_q, d_model)`` over ``key``/``value`` ``(..., n_k, d_model)``.
+    r"""Multi-head attention of ``query`` over ``key`` and ``value``: h heads on ``d_model / h`` slices, then ``W_O``.
 
-    Returns ``(output (..., n_q, d_model), weights (..., n_heads, n_q, n_k))``. ``mask`` (True = may
-    attend) has shape ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
-    ``(batch, n_heads, n_q | 1, n_k)`` with one mask per head.
+    .. math:: \operatorname{MultiHead}(X_q, X_{kv}) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_h) W_O + b_O,
+              \quad \text{head}_i = \operatorname{Attention}(X_q W_Q^{(i)}, X_{kv} W_K^{(i)}, X_{kv} W_V^{(i)})
+
     Self-attention passes the same array three times; cross-attention passes the decoder states as
     ``query`` and the encoder output as ``key`` and ``value``.
 
+    Parameters
+    ----------
+    query : array_like
+        ``(..., n_q, d_model)``.
+    key, value : array_like
+        ``(..., n_k, d_model)``.
+    weights : MultiHeadWeights
+        See :func:`init_multi_head_weights`.
+    n_heads : int
+        The number of heads; must divide ``d_model``.
+    mask : array_like of bool, optional
+        True = may attend: ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
+        ``(batch, n_heads | 1, n_q | 1, n_k)`` with one mask per head.
+
+    Returns
+    -------
+    AttentionResult
+        ``output`` ``(..., n_q, d_model)`` and ``weights`` ``(..., n_heads, n_q, n_k)``.
+
+    Examples
+    --------
     >>> w = init_multi_head_weights(6, seed=0)
+    >>> out, attn = multi_head_attention(np.ones((2, 6)), np.ones((3, 6)), np.ones((3, 6)), w, n_heads=2)
+    >>> out.shape, attn.shape
+    ((2, 6), (2, 2, 3))
     >>> multi_head_attention(np.ones((2, 6)), np.ones((3, 4)), np.ones((3, 4)), w, n_heads=2)
     Traceback (most recent call last):
     ...
@@ -250,11 +290,32 @@ def multi_head(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHe
 
 def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,
                                   out_proj_bias) -> MultiHeadWeights:
-    """Convert the parameters of ``torch.nn.MultiheadAttention`` (as numpy arrays) to this package's layout.
+    r"""Convert the parameters of ``torch.nn.MultiheadAttention`` (as numpy arrays) to this package's layout.
+
+    .. math:: W_Q = (W_\text{in}[0{:}d])^\top, \; W_K = (W_\text{in}[d{:}2d])^\top, \;
+              W_V = (W_\text{in}[2d{:}3d])^\top, \; W_O = W_\text{out}^\top
 
     PyTorch stores ``in_proj_weight`` as ``(3 d_model, d_model)`` (Q, K, V stacked) and computes
     ``y = x W^T + b``; this package computes ``y = x W + b``, so each block is transposed.
 
+    Parameters
+    ----------
+    in_proj_weight : array_like
+        ``(3 d_model, d_model)``.
+    in_proj_bias : array_like
+        ``(3 d_model,)``.
+    out_proj_weight : array_like
+        ``(d_model, d_model)``.
+    out_proj_bias : array_like
+        ``(d_model,)``.
+
+    Returns
+    -------
+    MultiHeadWeights
+        The same layer in this package's layout.
+
+    Examples
+    --------
     >>> d = 4
     >>> w = multi_head_weights_from_torch(np.ones((3 * d, d)), np.zeros(3 * d), np.eye(d), np.zeros(d))
     >>> w.w_q.shape, w.b_v.shape

@@ -109,12 +109,25 @@ def softmax_rows(scores: np.ndarray, allowed=None) -> np.ndarray:
 
 
 def softmax_jacobian(weights) -> np.ndarray:
-    """Jacobian of softmax at the point whose output is ``weights``: ``diag(a) - a a^T``.
+    r"""Jacobian of softmax at the point whose output is ``weights``: ``diag(a) - a a^T``.
 
-    ``weights`` has shape ``(..., n)`` (the softmax output along its last axis); the result has
-    shape ``(..., n, n)`` with entry ``[i, j] = d a_i / d s_j``. Its size shrinks as softmax
-    saturates (one weight near 1), which is why unscaled logits slow learning.
+    .. math:: \frac{\partial a_i}{\partial s_j} = a_i (\delta_{ij} - a_j)
 
+    Its size shrinks as softmax saturates (one weight near 1), which is why unscaled logits slow
+    learning.
+
+    Parameters
+    ----------
+    weights : array_like
+        ``(..., n)``: a softmax output along its last axis (non-negative, slices summing to 1).
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, n)`` with entry ``[i, j] = d a_i / d s_j``.
+
+    Examples
+    --------
     >>> print(softmax_jacobian([0.5, 0.5]))
     [[ 0.25 -0.25]
      [-0.25  0.25]]

@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..attention import AttentionResult
 from ..softmax import softmax_rows
-from ..validation import broadcast_batch_shapes, check_bool, check_positive_int, check_qkv, check_scale, overflow_error
+from ..validation import broadcast_batch_shapes, check_bool, check_positive_int, check_qkv, check_scale
 
 __all__ = ["banded_attention"]
 

@@ -166,10 +166,29 @@ def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new
 
 
 def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
-    """One decoding step with a cache: project the new token ``x_new`` ``(..., 1, d_model)``, append
-    its key and value to ``cache``, and return its attention output ``(..., 1, d_v)`` over all
-    tokens so far.
+    r"""One decoding step with a cache: project the new token, append its key and value, attend over all tokens so far.
 
+    .. math:: q = x W_Q, \; K \leftarrow [K; x W_K], \; V \leftarrow [V; x W_V], \;
+              o = \operatorname{softmax}(q K^\top / \sqrt{d_k}) V
+
+    Parameters
+    ----------
+    cache : KVCache
+        The keys and values of the tokens decoded so far; one row is appended.
+    x_new : array_like
+        ``(..., 1, d_model)`` the new token.
+    w_q, w_k : array_like
+        ``(d_model, d_k)``.
+    w_v : array_like
+        ``(d_model, d_v)``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., 1, d_v)`` the new token's attention output.
+
+    Examples
+    --------
     >>> w = np.eye(2)
     >>> cache = KVCache(capacity=3, d_k=2, d_v=2)
     >>> print(decode_step(cache, [[1.0, 0.0]], w, w, w))      # the first token sees only itself
@@ -184,14 +203,34 @@ def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
 
 
 def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
-    """Decode the tokens ``x`` ``(..., t, d_model)`` one step at a time with one causal attention head.
+    r"""Decode the tokens ``x`` one step at a time with one causal attention head.
 
-    Step ``s`` (``s = 1 .. t``) produces the output of token ``s`` from tokens ``1 .. s`` only; the
-    ``t`` outputs equal causal :func:`attnbook.self_attention` over the whole sequence. ``strategy``
-    is ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring). Returns the
-    outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products performed
-    (projections, ``q k^T`` and ``weights @ v``; the softmax's exponentials are not counted).
+    .. math:: o_s = \operatorname{softmax}\!\left(\frac{q_s K_{1..s}^\top}{\sqrt{d_k}}\right) V_{1..s}, \quad s = 1, \dots, t
 
+    Step ``s`` produces the output of token ``s`` from tokens ``1 .. s`` only; the ``t`` outputs
+    equal causal :func:`attnbook.self_attention` over the whole sequence.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., t, d_model)`` the tokens.
+    w_q, w_k : array_like
+        ``(d_model, d_k)``.
+    w_v : array_like
+        ``(d_model, d_v)``.
+    strategy : str
+        ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring).
+
+    Returns
+    -------
+    DecodeResult
+        The outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products
+        performed (projections, ``q k^T`` and ``weights @ v``; the exponentials are not counted).
+
+    Examples
+    --------
+    >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2))).outputs.shape
+    (3, 2)
     >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2)), strategy="fast")
     Traceback (most recent call last):
     ...

@@ -54,10 +54,26 @@ class OnlineSoftmaxState(NamedTuple):
 
 
 def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> OnlineSoftmaxState:
-    """The state before any score: ``m = -inf``, ``l = 0``, ``o = 0``, for rows of shape ``batch_shape``.
+    r"""The state before any score: ``m = -inf``, ``l = 0``, ``o = 0``, for rows of shape ``batch_shape``.
 
-    ``d_v`` is the width of the values that will be averaged (0: only the normaliser is tracked).
+    .. math:: m_0 = -\infty, \quad l_0 = 0, \quad o_0 = 0
 
+    Parameters
+    ----------
+    batch_shape : tuple of int
+        The shape of the rows' index (``()`` for one row).
+    d_v : int
+        The width of the values that will be averaged (0: only the normaliser is tracked).
+    dtype : numpy float dtype
+        The state's float type.
+
+    Returns
+    -------
+    OnlineSoftmaxState
+        ``max`` and ``total`` ``(..., 1)``, ``output`` ``(..., d_v)``.
+
+    Examples
+    --------
     >>> s = online_softmax_init((2,), d_v=3, dtype=np.float32)
     >>> s.max.shape, s.total.shape, s.output.shape, s.output.dtype
     ((2, 1), (2, 1), (2, 3), dtype('float32'))
@@ -131,18 +147,30 @@ def fold(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> OnlineSof
 
 
 def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftmaxState:
-    """Fold a block of scores (and their values) into the running state; return the new state.
+    r"""Fold a block of scores (and their values) into the running state; return the new state.
+
+    .. math:: m' = \max(m, \max_j s_j), \quad l' = l e^{m - m'} + \sum_j e^{s_j - m'}, \quad
+              o' = o e^{m - m'} + \sum_j e^{s_j - m'} v_j
 
     Parameters
     ----------
-    state : the :class:`OnlineSoftmaxState` so far, rows of shape ``(...,)``.
-    scores : ``(..., b)`` the next ``b`` scores of every row; ``-inf`` means masked.
-    values : optional ``(..., b, d_v)`` values of the block, averaged with the softmax weights
-        (``p @ values``, so one set of values may be shared by all rows: ``(b, d_v)``).
-    mask : optional boolean array broadcasting to ``scores``; True = the score takes part.
+    state : OnlineSoftmaxState
+        The state so far, rows of shape ``(...,)``.
+    scores : array_like
+        ``(..., b)`` the next ``b`` scores of every row; ``-inf`` means masked.
+    values : array_like, optional
+        ``(..., b, d_v)`` values of the block, averaged with the softmax weights (``p @ values``, so
+        one set of values may be shared by all rows: ``(b, d_v)``).
+    mask : array_like of bool, optional
+        Broadcasting to ``scores``; True = the score takes part.
 
-    The inputs are not modified. The state's float type is kept (at least float32).
+    Returns
+    -------
+    OnlineSoftmaxState
+        The new state; the inputs are not modified, the state's float type is kept (at least float32).
 
+    Examples
+    --------
     >>> s = online_softmax_update(online_softmax_init(), [0.0, 0.0])
     >>> float(s.max[0]), float(s.total[0])
     (0.0, 2.0)
@@ -184,8 +212,22 @@ def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftma
 
 
 def online_softmax_finish(state) -> np.ndarray:
-    """The normalised output ``o / l`` of a state, ``(..., d_v)``; zero for rows with no allowed score.
+    r"""The normalised output ``o / l`` of a state; zero for rows with no allowed score.
 
+    .. math:: \text{output} = o / l = \sum_j \operatorname{softmax}(s)_j v_j
+
+    Parameters
+    ----------
+    state : OnlineSoftmaxState
+        The state after the last block.
+
+    Returns
+    -------
+    ndarray
+        ``(..., d_v)``.
+
+    Examples
+    --------
     >>> print(online_softmax_finish(online_softmax_init((2,), d_v=2)))
     [[0. 0.]
      [0. 0.]]
@@ -214,11 +256,31 @@ def _normaliser(s: np.ndarray, allowed: np.ndarray, block_size: int) -> OnlineSo
 
 
 def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndarray:
-    """Softmax along ``axis`` computed the online way: one streaming pass for (m, l), then the weights.
+    r"""Softmax along ``axis`` computed the online way: one streaming pass for (m, l), then the weights.
+
+    .. math:: \operatorname{softmax}(x)_i = e^{x_i - m_n} / l_n \text{ with } (m_n, l_n) \text{ from the recurrence}
 
     Equal to :func:`attnbook.softmax` (same masking convention) up to rounding, for every
     ``block_size``; ``block_size=1`` is the element-by-element recurrence.
 
+    Parameters
+    ----------
+    x : array_like
+        Real logits, at least one dimension; ``-inf`` means masked.
+    axis : int
+        The axis normalised.
+    mask : array_like of bool, optional
+        Broadcasting to ``x``; True = the logit takes part.
+    block_size : int
+        Scores per block of the streaming pass.
+
+    Returns
+    -------
+    ndarray
+        Shaped like ``x``, in its float type.
+
+    Examples
+    --------
     >>> print(np.round(online_softmax([1.0, 2.0, 4.0], block_size=2), 4))
     [0.042  0.1142 0.8438]
     >>> online_softmax([1.0, 2.0], block_size=0)
@@ -238,10 +300,26 @@ def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndar
 
 
 def online_softmax_trace(scores, block_size: int = 1, values=None) -> list[OnlineSoftmaxState]:
-    """The state after each block, for one row of ``scores`` ``(n,)`` (and values ``(n, d_v)``).
+    r"""The state after each block, for one row of ``scores`` (and values), to follow the recurrence by hand.
 
-    Used to follow the recurrence by hand: entry ``j`` is the state after ``j + 1`` blocks.
+    .. math:: (m_t, l_t, o_t), \quad t = 1, \dots, \lceil n / b \rceil
 
+    Parameters
+    ----------
+    scores : array_like
+        ``(n,)`` one row of scores.
+    block_size : int
+        Scores per block.
+    values : array_like, optional
+        ``(n, d_v)``.
+
+    Returns
+    -------
+    list of OnlineSoftmaxState
+        Entry ``j`` is the state after ``j + 1`` blocks.
+
+    Examples
+    --------
     >>> [(float(t.max[0]), round(float(t.total[0]), 4)) for t in online_softmax_trace([1.0, 2.0, 4.0], 2)]
     [(2.0, 1.3679), (4.0, 1.1851)]
     """

@@ -86,14 +86,34 @@ def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) ->
 
 
 def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = False, mask=None) -> np.ndarray:
-    """Which tiles :func:`tiled_attention` computes: an int8 array ``(ceil(n_q/block_q), ceil(n_k/block_k))``.
+    r"""Which tiles :func:`tiled_attention` computes: an int8 array ``(ceil(n_q/block_q), ceil(n_k/block_k))``.
 
-    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0) when
-    no query of the block may attend to any key of the block (the tile is never computed),
+    .. math:: P_{ab} \in \{\text{SKIPPED}, \text{PARTIAL}, \text{FULL}\}
+
+    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0)
+    when no query of the block may attend to any key of the block (the tile is never computed),
     ``PARTIAL`` (1) when some pairs are masked, ``FULL`` (2) when all are allowed. With a batched
     ``mask``, a tile is skipped only if no batch entry allows a pair in it, and full only if every
     batch entry allows every pair.
 
+    Parameters
+    ----------
+    n_q, n_k : int
+        Numbers of queries and keys.
+    block_q, block_k : int
+        Rows per query block and per key block.
+    causal : bool
+        Apply the causal mask.
+    mask : array_like of bool, optional
+        Broadcasting to ``(..., n_q, n_k)``.
+
+    Returns
+    -------
+    ndarray of int8
+        The plan.
+
+    Examples
+    --------
     >>> tile_plan(6, 6, 2, 2, causal=True).tolist()
     [[1, 0, 0], [2, 1, 0], [2, 2, 1]]
     >>> tile_plan(5, 5, 2, 3).tolist()
@@ -109,22 +129,35 @@ def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = Fal
 
 def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, block_q: int = 128,
                     block_k: int = 1024) -> np.ndarray:
-    """Exact scaled dot-product attention, computed tile by tile; returns the output ``(..., n_q, d_v)``.
+    r"""Exact scaled dot-product attention, computed tile by tile; returns the output ``(..., n_q, d_v)``.
 
-    Parameters
-    ----------
-    q, k, v, mask, scale : as in :func:`attnbook.scaled_dot_product_attention` (shapes
-        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may
-        attend, broadcasting to ``(..., n_q, n_k)``; leading dimensions broadcast).
-    causal : also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
-    block_q, block_k : rows per query block and per key block; any positive sizes (they need not
-        divide ``n_q`` or ``n_k``).
+    .. math:: O_{I} = \sum_{J} \operatorname{fold}\big(\text{scale}\, Q_I K_J^\top,\; V_J\big)
+              \text{ over key blocks } J, \text{ for each query block } I
 
     Unlike ``scaled_dot_product_attention`` it returns no weights: never forming the
     ``(..., n_q, n_k)`` weight matrix is the point. A query with no allowed key gets a zero output,
     the package's convention. Computed, like ``scaled_dot_product_attention``, in the widest float
     type of q, k and v, and at least in float32.
 
+    Parameters
+    ----------
+    q, k, v, mask, scale
+        As in :func:`attnbook.scaled_dot_product_attention` (shapes ``(..., n_q, d_k)``,
+        ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may attend, broadcasting
+        to ``(..., n_q, n_k)``; leading dimensions broadcast).
+    causal : bool
+        Also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
+    block_q, block_k : int
+        Rows per query block and per key block; any positive sizes (they need not divide ``n_q`` or
+        ``n_k``).
+
+    Returns
+    -------
+    ndarray
+        ``(..., n_q, d_v)``.
+
+    Examples
+    --------
     >>> out = tiled_attention(np.eye(2), 2 * np.eye(2), np.eye(2), block_q=1, block_k=1)
     >>> print(np.round(out, 4))
     [[0.8044 0.1956]

@@ -63,8 +63,26 @@ def _checked_pair(params, grads) -> None:
 
 
 def sgd_step(params, grads, learning_rate: float = 0.1):
-    """Plain gradient descent, ``w <- w - learning_rate * dL/dw``, for a NamedTuple of arrays.
+    r"""Plain gradient descent, ``w <- w - learning_rate * dL/dw``, for a NamedTuple of arrays.
 
+    .. math:: w \leftarrow w - \eta\, \frac{\partial L}{\partial w}
+
+    Parameters
+    ----------
+    params : NamedTuple of ndarray
+        The parameters.
+    grads : NamedTuple of ndarray
+        Their gradients, of the same structure and shapes.
+    learning_rate : float
+        The step size ``eta``.
+
+    Returns
+    -------
+    NamedTuple of ndarray
+        The new parameters.
+
+    Examples
+    --------
     >>> from attnbook.learning.training import RecallParameters
     >>> sgd_step(RecallParameters(*[np.ones(2)] * 4), RecallParameters(*[np.ones(2)] * 4), 0.5).w_q.tolist()
     [0.5, 0.5]
@@ -85,18 +103,57 @@ def descend(params, grads, rate: float):
 
 
 def init_adam(params) -> AdamState:
-    """Zero moments for :func:`adam_step`."""
+    r"""Zero moments for :func:`adam_step`.
+
+    .. math:: m_0 = 0, \quad v_0 = 0, \quad t = 0
+
+    Parameters
+    ----------
+    params : NamedTuple of ndarray
+        The parameters the moments will follow.
+
+    Returns
+    -------
+    AdamState
+        Zero first and second moments shaped like the parameters, and step 0.
+
+    Examples
+    --------
+    >>> init_adam((np.ones(2),)).step
+    0
+    """
     return AdamState(tuple(np.zeros_like(w) for w in params), tuple(np.zeros_like(w) for w in params), 0)
 
 
 def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta1: float = 0.9,
               beta2: float = 0.999, eps: float = 1e-8):
-    """One step of Adam (Kingma and Ba, 2015); returns ``(new_params, new_state)``.
+    r"""One step of Adam (Kingma and Ba, 2015); returns ``(new_params, new_state)``.
 
-    Each parameter moves by ``learning_rate * m_hat / (sqrt(v_hat) + eps)``, where ``m_hat`` and
-    ``v_hat`` are bias-corrected running means of the gradient and of its square. The step size is
-    therefore about ``learning_rate`` whatever the size of the gradient.
+    .. math:: m \leftarrow \beta_1 m + (1 - \beta_1) g, \quad v \leftarrow \beta_2 v + (1 - \beta_2) g^2, \quad
+              w \leftarrow w - \eta\, \frac{m / (1 - \beta_1^t)}{\sqrt{v / (1 - \beta_2^t)} + \epsilon}
 
+    The step size is therefore about ``learning_rate`` whatever the size of the gradient.
+
+    Parameters
+    ----------
+    params, grads : NamedTuple of ndarray
+        The parameters and their gradients, of the same structure.
+    state : AdamState
+        The moments so far (see :func:`init_adam`).
+    learning_rate : float
+        ``eta``.
+    beta1, beta2 : float
+        Decay rates of the moments, in ``[0, 1)``.
+    eps : float
+        Added to the denominator.
+
+    Returns
+    -------
+    tuple
+        ``(new_params, new_state)``.
+
+    Examples
+    --------
     >>> from attnbook.learning.training import RecallParameters
     >>> p = RecallParameters(*[np.zeros(1)] * 4)
     >>> p, state = adam_step(p, RecallParameters(*[np.full(1, 1e-3)] * 4), init_adam(p), 0.1)

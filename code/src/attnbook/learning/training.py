@@ -111,12 +111,34 @@ def _rng(seed) -> np.random.Generator:
 
 def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8, n_values: int = 8,
                              n_queries: int = 1, seed=0) -> RecallBatch:
-    """Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
+    r"""Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
+
+    .. math:: x_\text{pair} = [\, e_\text{key} ; e_\text{value} \,], \qquad x_\text{query} = [\, e_\text{key} ; 0 \,]
 
     Keys are drawn without replacement from ``n_keys`` symbols (so each query has one answer),
     values with replacement from ``n_values`` symbols; the queried keys are distinct pairs of the
-    sequence, chosen at random. ``seed`` is an integer or a ``numpy.random.Generator``.
+    sequence, chosen at random.
 
+    Parameters
+    ----------
+    n_sequences : int
+        Batch size.
+    n_pairs : int
+        (key, value) pairs per sequence; at most ``n_keys``.
+    n_keys, n_values : int
+        Sizes of the key and value vocabularies.
+    n_queries : int
+        Questions per sequence; at most ``n_pairs``.
+    seed : int or numpy Generator
+        The random source.
+
+    Returns
+    -------
+    RecallBatch
+        One-hot context ``(batch, n_pairs, n_keys + n_values)``, queries, targets and the symbols.
+
+    Examples
+    --------
     >>> batch = associative_recall_batch(2, n_pairs=3, n_keys=5, n_values=4, seed=0)
     >>> batch.context.shape, batch.queries.shape, batch.targets.shape
     ((2, 3, 9), (2, 1, 9), (2, 1))
@@ -155,13 +177,32 @@ def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8
 
 def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: int = 16, seed: int = 0,
                       init_std: float = 1.0) -> RecallParameters:
-    """Seeded random parameters: ``W_Q, W_K, W_V`` normal with standard deviation ``init_std``.
+    r"""Seeded random parameters: ``W_Q, W_K, W_V`` normal with standard deviation ``init_std``.
+
+    .. math:: W_Q, W_K, W_V \sim \mathcal{N}(0, \sigma^2), \qquad W_O \sim \mathcal{N}(0, 1 / d_v)
 
     With one-hot tokens, a query is one row of ``W_Q`` and a key the sum of two rows of ``W_K``, so
     with ``init_std = 1`` their components have variance 1 and 2 and an unscaled score ``q . k`` has
-    variance ``2 d_k``: the regime of the variance argument for dividing by ``sqrt(d_k)``. The
-    read-out ``W_O`` is normal with variance ``1 / d_v``.
+    variance ``2 d_k``: the regime of the variance argument for dividing by ``sqrt(d_k)``.
 
+    Parameters
+    ----------
+    n_keys, n_values : int
+        Vocabulary sizes (``d_in = n_keys + n_values``).
+    d_k, d_v : int
+        Widths of queries/keys and of values.
+    seed : int or numpy Generator
+        The random source.
+    init_std : float
+        Standard deviation ``sigma`` of the projections.
+
+    Returns
+    -------
+    RecallParameters
+        ``w_q``, ``w_k`` ``(d_in, d_k)``, ``w_v`` ``(d_in, d_v)``, ``w_o`` ``(d_v, n_values)``.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=5, n_values=3, d_k=4, d_v=6)
     >>> p.w_q.shape, p.w_v.shape, p.w_o.shape
     ((8, 4), (8, 6), (6, 3))
@@ -212,8 +253,29 @@ def _head_scale(d_k: int, n_heads: int, scaled) -> float:
 
 def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
                    scaled: bool = True) -> RecallForward:
-    """Logits and attention weights of the recall model; ``scaled=False`` drops the ``1/sqrt(d_head)``.
+    r"""Logits and attention weights of the recall model.
 
+    .. math:: \text{logits} = \operatorname{Attention}(X_q W_Q, X_c W_K, X_c W_V)\, W_O
+
+    Parameters
+    ----------
+    params : RecallParameters
+        The model.
+    batch : RecallBatch
+        The problems.
+    n_heads : int
+        Heads; must divide ``d_k`` and ``d_v``.
+    scaled : bool
+        Divide the scores by ``sqrt(d_head)``; False drops the factor.
+
+    Returns
+    -------
+    RecallForward
+        Logits ``(batch, n_q, n_values)``, weights ``(batch, n_heads, n_q, n_pairs)`` and the
+        intermediate arrays the backward pass reuses.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> fwd = recall_forward(p, associative_recall_batch(3, n_keys=6, n_values=4), n_heads=2)
     >>> fwd.logits.shape, fwd.weights.shape
@@ -235,14 +297,30 @@ def _forward(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: 
 
 def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
                               scaled: bool = True) -> RecallGradients:
-    """Mean cross-entropy of the batch, its gradient for every parameter, and the forward pass.
+    r"""Mean cross-entropy of the batch, its gradient for every parameter, and the forward pass.
+
+    .. math:: \frac{\partial L}{\partial W_O}, \; \frac{\partial L}{\partial W_V}, \;
+              \frac{\partial L}{\partial W_K}, \; \frac{\partial L}{\partial W_Q}
+              \text{ by the chain rule through the read-out, attention and the projections}
 
     The backward pass runs the forward pass in reverse: the loss's gradient w.r.t. the logits, then
-    through the read-out (:func:`linear_backward`), through attention (the code of
-    :func:`attention_backward`, every head in one batched call), and through the three projections.
-    ``score_grads`` is the gradient that reached the scaled scores (as :func:`score_gradient`
-    computes it), a measure of how strongly the loss pulls on the attention pattern.
+    through the read-out, through attention (the kernel of :func:`attention_backward`, every head in
+    one batched call), and through the three projections. ``score_grads`` is the gradient that
+    reached the scaled scores (as :func:`score_gradient` computes it), a measure of how strongly the
+    loss pulls on the attention pattern.
 
+    Parameters
+    ----------
+    params, batch, n_heads, scaled
+        As in :func:`recall_forward`.
+
+    Returns
+    -------
+    RecallGradients
+        ``(loss, grads, forward, score_grads)``.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> loss, grads, fwd, ds = recall_loss_and_gradients(p, associative_recall_batch(5, n_keys=6, n_values=4))
     >>> [g.shape for g in grads] == [w.shape for w in p], ds.shape
@@ -267,8 +345,22 @@ def _loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: i
 
 
 def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:
-    """Fraction of queries whose largest logit is the right value symbol.
+    r"""Fraction of queries whose largest logit is the right value symbol.
 
+    .. math:: \text{accuracy} = \frac{1}{N} \sum_r [\, \arg\max \text{logits}_r = t_r \,]
+
+    Parameters
+    ----------
+    params, batch, n_heads, scaled
+        As in :func:`recall_forward`.
+
+    Returns
+    -------
+    float
+        Between 0 and 1.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> 0.0 <= recall_accuracy(p, associative_recall_batch(10, n_keys=6, n_values=4)) <= 1.0
     True
@@ -282,14 +374,46 @@ def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_k
                  optimiser: str = "adam", learning_rate: float = 0.01, init_std: float = 1.0,
                  seed: int = 0, probe: RecallBatch | None = None, snapshot_every: int = 0,
                  callback: Callable[[int, float], None] | None = None) -> TrainingRun:
-    """Train the recall model on fresh seeded batches; record the probe's attention every few steps.
+    r"""Train the recall model on fresh seeded batches; record the probe's attention every few steps.
+
+    .. math:: W_{s+1} = \operatorname{step}\big(W_s, \nabla_W L(W_s; \text{batch}_s)\big), \quad s = 0, \dots, n_\text{steps} - 1
 
     Every step draws a new batch (so the model cannot memorise sequences), computes the loss and the
     gradients, and updates the parameters with ``optimiser`` (``"adam"`` or ``"sgd"``). With a
     ``probe`` batch and ``snapshot_every = s > 0``, the probe's attention weights and accuracy are
-    recorded before step 0, every ``s`` steps, and after the last step. ``callback(step, loss)`` is
-    called after every step (for a progress bar). The same arguments give the same run.
+    recorded before step 0, every ``s`` steps, and after the last step. The arguments are checked
+    once; the loop calls the unchecked kernels. The same arguments give the same run.
 
+    Parameters
+    ----------
+    n_steps, batch_size : int
+        Steps and sequences per step.
+    n_pairs, n_keys, n_values, d_k, d_v, n_heads : int
+        The task and the model (see :func:`associative_recall_batch`, :func:`init_recall_model`).
+    scaled : bool
+        Divide the scores by ``sqrt(d_head)``.
+    optimiser : str
+        ``"adam"`` or ``"sgd"``.
+    learning_rate, init_std : float
+        Step size and initial standard deviation of the projections.
+    seed : int
+        Seeds the initial parameters and the batches.
+    probe : RecallBatch, optional
+        A fixed batch whose attention is recorded.
+    snapshot_every : int
+        Record the probe every this many steps (0: never).
+    callback : callable, optional
+        ``callback(step, loss)`` after every step (for a progress bar).
+
+    Returns
+    -------
+    TrainingRun
+        The final and initial parameters, the losses and the snapshots.
+
+    Examples
+    --------
+    >>> bool(train_recall(n_steps=20, seed=0).losses.shape == (20,))
+    True
     >>> train_recall(n_steps=0)
     Traceback (most recent call last):
     ...
@@ -340,10 +464,28 @@ def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_k
 
 
 def steps_to_loss(losses, threshold: float = 0.1, window: int = 10) -> int | None:
-    """The first step count after which the mean loss of the last ``window`` steps is below ``threshold``.
+    r"""The first step count after which the mean loss of the last ``window`` steps is below ``threshold``.
 
-    Averaging over a window smooths out lucky batches. Returns ``None`` if the loss never gets there.
+    .. math:: \min \Big\{ s \ge w : \tfrac{1}{w} \textstyle\sum_{i = s - w}^{s - 1} L_i < \text{threshold} \Big\}
 
+    Averaging over a window smooths out lucky batches.
+
+    Parameters
+    ----------
+    losses : array_like
+        ``(n_steps,)`` one loss per step.
+    threshold : float
+        The target loss.
+    window : int
+        Steps averaged.
+
+    Returns
+    -------
+    int or None
+        The step count, or ``None`` if the loss never gets there.
+
+    Examples
+    --------
     >>> steps_to_loss([1.0, 0.5, 0.05, 0.04, 0.03], threshold=0.1, window=2)
     4
     >>> steps_to_loss([1.0, 0.5], threshold=0.1, window=2) is None
