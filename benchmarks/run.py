@@ -2,7 +2,8 @@
 
 It measures, in one run, side by side:
 
-1. plain attention (attnbook.scaled_dot_product_attention) against the time of its two matrix
+1. plain attention (attnbook.efficient.batched.batched_attention: the fast path of
+   attnbook.scaled_dot_product_attention, tested equal to it) against the time of its two matrix
    products alone (q k^T and weights v, the BLAS lower bound), at batch x heads = 16, n = 1024,
    d = 64, float32; the same for tiled attention (attnbook.tiled.tiled_attention);
 2. the peak extra memory of tiled attention at n = 16384, d = 64, float32 (tracemalloc, which traces
@@ -37,9 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attnbook import scaled_dot_product_attention
+from attnbook.efficient.batched import batched_attention
+from attnbook.efficient.tiled import tiled_attention
 from attnbook.timing import benchmark_results_path, time_calls
-from attnbook.tiled import tiled_attention
 
 MIB = 2**20
 GOALS = {"plain_over_matmul": 1.3, "tiled_peak_mib": 64.0}
@@ -157,15 +158,15 @@ def inputs(shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray, n
 def bench_plain_vs_matmul(repeats: int) -> tuple[dict, tuple]:
     batch, heads, n, d = 2, 8, 1024, 64
     q, k, v = inputs((batch, heads, n, d), seed=0)  # each (batch, heads, n, d)
-    weights = scaled_dot_product_attention(q, k, v).weights  # (batch, heads, n, n)
+    weights = batched_attention(q, k, v).weights  # (batch, heads, n, n)
     k_t = np.swapaxes(k, -1, -2)  # (batch, heads, d, n)
     functions = {
         "matmul": lambda: (q @ k_t, weights @ v),  # the two products of attention, nothing else
-        "plain": lambda: scaled_dot_product_attention(q, k, v),
+        "plain": lambda: batched_attention(q, k, v),
         "tiled": lambda: tiled_attention(q, k, v),
     }
     times = min_times(functions, repeats)
-    plain_out = scaled_dot_product_attention(q, k, v).output
+    plain_out = batched_attention(q, k, v).output
     result = {
         "shape": [batch, heads, n, d],
         "dtype": "float32",
@@ -184,7 +185,7 @@ def bench_tiled_memory(n_long: int, n_plain: int) -> dict:
     peak = peak_extra_bytes(lambda: tiled_attention(q, k, v))
     seconds = time.perf_counter() - start
     q_p, k_p, v_p = inputs((n_plain, d), seed=2)  # each (n, d)
-    plain_peak = peak_extra_bytes(lambda: scaled_dot_product_attention(q_p, k_p, v_p))
+    plain_peak = peak_extra_bytes(lambda: batched_attention(q_p, k_p, v_p))
     return {
         "n": n_long,
         "d": d,
@@ -204,7 +205,7 @@ def bench_tiled_time(n: int, repeats: int) -> tuple[dict, tuple]:
     d = 64
     q, k, v = inputs((n, d), seed=3)  # each (n, d)
     functions = {
-        "plain": lambda: scaled_dot_product_attention(q, k, v),
+        "plain": lambda: batched_attention(q, k, v),
         "tiled": lambda: tiled_attention(q, k, v),
     }
     times = min_times(functions, repeats)
@@ -215,7 +216,7 @@ def bench_tiled_time(n: int, repeats: int) -> tuple[dict, tuple]:
         "seconds": {name: round(t, 6) for name, t in times.items()},
         "tiled_over_plain": round(times["tiled"] / times["plain"], 3),
     }
-    return result, (q, k, v, scaled_dot_product_attention(q, k, v).output)
+    return result, (q, k, v, batched_attention(q, k, v).output)
 
 
 def add_torch(results: dict, inputs_by_case: dict, repeats: int) -> None:

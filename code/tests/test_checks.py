@@ -2,6 +2,7 @@
 in plain words, reports unfinished stubs as "not done yet", and never raises or prints a traceback."""
 
 import copy
+import inspect
 import math
 
 import numpy as np
@@ -18,6 +19,7 @@ from attnbook import (
     split_heads,
 )
 from attnbook.checks import (
+    check,
     CheckResult,
     check_attention,
     check_causal_mask,
@@ -130,6 +132,53 @@ def test_a_bad_seed_is_refused(check, seed):
 def test_a_non_boolean_quiet_is_refused(check):
     with pytest.raises(TypeError, match=r"^quiet must be True or False, got 1$"):
         check(softmax, quiet=1)
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_every_check_accepts_a_numpy_bool_for_quiet(check):
+    assert check(REFERENCES[check], quiet=np.bool_(True)).passed
+
+
+@pytest.mark.parametrize("check, option", [(check_softmax, "large_logits"), (check_attention, "large_scores")])
+def test_a_boolean_option_of_a_check_is_refused_unless_true_or_false(check, option):
+    with pytest.raises(TypeError, match=rf"^{option} must be True or False, got 'no'$"):
+        check(REFERENCES[check], **{option: "no"})
+
+
+def test_a_check_refuses_an_option_it_does_not_have():
+    with pytest.raises(TypeError, match=r"^check_causal_mask\(\) got an unexpected keyword argument 'large_logits'$"):
+        check_causal_mask(causal_mask, large_logits=False)
+
+
+@pytest.mark.parametrize("check", FUNCTION_CHECKS, ids=lambda c: c.__name__)
+def test_every_check_shows_its_public_signature(check):
+    parameters = inspect.signature(check).parameters
+    assert list(parameters)[0] == "fn" and "seed" in parameters and "quiet" in parameters
+    assert "rng" not in parameters and "label" not in parameters
+
+
+def test_the_check_decorator_gives_the_same_inputs_for_the_same_seed():
+    drawn = []
+
+    @check
+    def check_draw(fn, label, rng, seed):
+        drawn.append(rng.random())
+        return f"{label}: drew"
+
+    check_draw(abs, seed=3, quiet=True)
+    check_draw(abs, seed=3, quiet=True)
+    check_draw(abs, seed=4, quiet=True)
+    assert drawn[0] == drawn[1] != drawn[2]
+
+
+def test_the_check_decorator_turns_an_unforeseen_error_into_a_failure_without_traceback(capsys):
+    @check
+    def check_odd(fn, label, rng, seed):
+        return 1 / 0
+
+    result = check_odd(abs)
+    assert not result.passed and "the check could not finish (ZeroDivisionError" in result.message
+    assert "Traceback" not in capsys.readouterr().out
 
 
 def test_warnings_of_the_students_code_are_silenced(recwarn):

@@ -1,6 +1,10 @@
 """attnbook: the attention package of the executable textbook.
 
-One implementation, imported by every chapter and reused by every exercise check.
+One implementation, imported by every chapter and reused by every exercise check. The core tier
+(what chapters show) is flat: ``validation``, ``softmax``, ``attention``, ``masks``, ``multihead``,
+``positional``, ``recurrent``, ``transformer``, ``plotting``. Companions are grouped by job:
+``efficient`` (online softmax, tiled and banded attention, the KV cache, the batched fast path),
+``learning`` (gradients, optimisers, training) and ``checks`` (the homework checks).
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention, causal_mask
@@ -11,7 +15,9 @@ One implementation, imported by every chapter and reused by every exercise check
  [0.264 0.264 0.471]]
 """
 
-from .attention import AttentionResult, attention_scores, scaled_dot_product_attention
+from importlib.metadata import PackageNotFoundError, version
+
+from .attention import AttentionResult, attention_scores, scaled_dot_product_attention, self_attention
 from .masks import banded_mask, causal_mask, graph_mask, padding_mask
 from .counts import count_multi_head_parameters, transformer_parameter_count
 from .multihead import (
@@ -24,11 +30,9 @@ from .multihead import (
 )
 from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
 from .recurrent import rnn_forward
-from .normalizers import relu_weights
 from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
-from .projections import self_attention
-from .softmax import softmax, softmax_jacobian
 from .probes import DotProductVariance, dot_product_variance
+from .softmax import relu_weights, softmax, softmax_jacobian
 from .transformer import (
     DecoderLayerWeights,
     EncoderLayerWeights,
@@ -42,7 +46,10 @@ from .transformer import (
     layer_norm,
 )
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("attnbook")
+except PackageNotFoundError:  # the sources imported without installing them (e.g. a bare copy in Pyodide)
+    __version__ = "0+unknown"
 
 __all__ = [
     "AttentionResult",

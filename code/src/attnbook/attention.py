@@ -1,4 +1,10 @@
-"""Scaled dot-product attention: ``softmax(Q K^T / sqrt(d_k)) V``, with batch and head dimensions.
+"""Scaled dot-product attention, ``softmax(Q K^T / sqrt(d_k)) V``, and self-attention of one sequence.
+
+This module is the reference: :func:`scaled_dot_product_attention` checks its arguments once and
+then computes the formula line by line (:func:`attend`). :func:`self_attention` projects a sequence
+to queries, keys and values (``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``) and attends; the
+projection matrices are the only learned parameters of one attention head. A faster kernel for
+large batches, tested equal to this one, is :func:`attnbook.efficient.batched.batched_attention`.
 
 >>> import numpy as np
 >>> q = np.eye(2); k = 2 * np.eye(2); v = np.eye(2)
@@ -10,15 +16,14 @@
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from .softmax import softmax_rows_in_place
-from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_min_ndim
+from .softmax import softmax_rows
+from .validation import broadcast_batch_shapes, check_attention_inputs, check_projections, check_qkv, check_scale
 
-__all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention"]
+__all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention", "self_attention"]
 
 
 class AttentionResult(NamedTuple):
@@ -28,80 +33,65 @@ class AttentionResult(NamedTuple):
     weights: np.ndarray  # (..., n_q, n_k)
 
 
-def _compute_dtype(*arrays: np.ndarray) -> np.dtype:
-    """The common float type of the inputs, at least float32 (float16 scores overflow at 65504)."""
-    return np.result_type(*arrays, np.float32)
-
-
-def _checked_qk(q, k) -> tuple[np.ndarray, np.ndarray]:
-    q = as_float_array(q, "q")  # (..., n_q, d_k)
-    k = as_float_array(k, "k")  # (..., n_k, d_k)
-    dtype = _compute_dtype(q, k)
-    q, k = q.astype(dtype, copy=False), k.astype(dtype, copy=False)
-    check_min_ndim(q, "q", 2, "(..., n_q, d_k)")
-    check_min_ndim(k, "k", 2, "(..., n_k, d_k)")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q has shape {q.shape} but k has shape {k.shape}; "
-            "the last dimensions (d_k) must match"
-        )
-    if q.shape[-1] == 0:
-        raise ValueError(f"q and k have d_k = 0 (shapes {q.shape}, {k.shape}); d_k must be at least 1")
-    return q, k
-
-
-def _checked_qkv(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, k, v as float arrays whose shapes fit together (the checks shared by every attention)."""
-    q, k = _checked_qk(q, k)  # (..., n_q, d_k), (..., n_k, d_k)
-    v = as_float_array(v, "v")  # (..., n_k, d_v)
-    check_min_ndim(v, "v", 2, "(..., n_k, d_v)")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same number "
-            "of positions n_k (second-to-last dimension)"
-        )
-    return q, k, v
-
-
-def _checked_scale(scale, d_k: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(d_k)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
-        raise TypeError(f"scale must be a real number, got {scale!r}")
-    if not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
-    return float(scale)
-
-
 def attention_scores(q, k, scale=None) -> np.ndarray:
-    """The scaled logits ``Q K^T * scale`` (default ``scale = 1/sqrt(d_k)``), shape ``(..., n_q, n_k)``.
+    r"""The scaled logits ``Q K^T * scale``, shape ``(..., n_q, n_k)``.
 
-    >>> print(attention_scores([[1.0, 0.0]], [[2.0, 0.0], [2.0, 2.0]], scale=1.0))
-    [[2. 2.]]
-    """
-    q, k = _checked_qk(q, k)
-    broadcast_batch_shapes({"q": q.shape[:-2], "k": k.shape[:-2]})
-    factor = _checked_scale(scale, q.shape[-1])
-    scores = q @ np.swapaxes(k, -1, -2)  # (..., n_q, n_k)
-    return scores * np.asarray(factor, dtype=scores.dtype)  # (..., n_q, n_k)
-
-
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionResult:
-    """Attention of queries ``q`` over keys ``k`` and values ``v``; returns ``(output, weights)``.
+    .. math:: S = \mathrm{scale} \cdot Q K^\top, \qquad \mathrm{scale} = 1/\sqrt{d_k} \text{ by default}
 
     Parameters
     ----------
-    q : ``(..., n_q, d_k)`` queries, one per row.
-    k : ``(..., n_k, d_k)`` keys, one per row.
-    v : ``(..., n_k, d_v)`` values, one per key.
-    mask : optional boolean array broadcasting to ``(..., n_q, n_k)``; True = query i may attend
-        to key j. A query whose row is entirely False gets all-zero weights and a zero output.
-    scale : factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+    q : array_like
+        ``(..., n_q, d_k)`` queries, one per row.
+    k : array_like
+        ``(..., n_k, d_k)`` keys, one per row.
+    scale : float, optional
+        The factor; default ``1 / sqrt(d_k)``.
 
-    The leading ``...`` dimensions (batch, heads) of q, k, v and mask broadcast against each other.
-    Everything is computed in the widest float type of q, k and v, and at least in float32 (float16
-    inputs are promoted: their dot products overflow at 65504).
+    Returns
+    -------
+    ndarray
+        ``(..., n_q, n_k)`` scores, in the common float type of ``q`` and ``k`` (at least float32).
 
+    Examples
+    --------
+    >>> print(attention_scores([[1.0, 0.0]], [[2.0, 0.0], [2.0, 2.0]], scale=1.0))
+    [[2. 2.]]
+    """
+    q, k = check_qkv(q, k)  # (..., n_q, d_k), (..., n_k, d_k)
+    broadcast_batch_shapes({"q": q.shape[:-2], "k": k.shape[:-2]})
+    scale = check_scale(scale, q.shape[-1])
+    return scale * (q @ np.swapaxes(k, -1, -2))  # (..., n_q, n_k)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionResult:
+    r"""Attention of queries ``q`` over keys ``k`` and values ``v``; returns ``(output, weights)``.
+
+    .. math:: \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
+
+    Parameters
+    ----------
+    q : array_like
+        ``(..., n_q, d_k)`` queries, one per row.
+    k : array_like
+        ``(..., n_k, d_k)`` keys, one per row.
+    v : array_like
+        ``(..., n_k, d_v)`` values, one per key.
+    mask : array_like of bool, optional
+        Broadcasting to ``(..., n_q, n_k)``; True = query i may attend to key j. A query whose row
+        is entirely False gets all-zero weights and a zero output.
+    scale : float, optional
+        Factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+
+    Returns
+    -------
+    AttentionResult
+        ``output`` ``(..., n_q, d_v)`` and ``weights`` ``(..., n_q, n_k)``. The leading ``...``
+        dimensions (batch, heads) of q, k, v and mask broadcast against each other. Everything is
+        computed in the widest float type of q, k and v, and at least in float32 (float16 dot
+        products overflow at 65504).
+
+    Examples
+    --------
     >>> out, w = scaled_dot_product_attention(np.ones((2, 3, 4)), np.ones((2, 5, 4)), np.ones((2, 5, 6)))
     >>> out.shape, w.shape
     ((2, 3, 6), (2, 3, 5))
@@ -114,48 +104,79 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None) -> AttentionRes
     ...
     ValueError: q has shape (3, 4) but k has shape (5, 3); the last dimensions (d_k) must match
     """
-    q, k, v = _checked_qkv(q, k, v)  # (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
-        if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
-            raise ValueError(
-                f"mask has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}) "
-                f"(q has shape {q.shape}, k has shape {k.shape}); the mask must broadcast to them"
-            )
-        shapes["mask"] = mask.shape[:-2]
-    batch = broadcast_batch_shapes(shapes)
-    factor = _checked_scale(scale, q.shape[-1])
-    dtype = _compute_dtype(q, v)  # mixed inputs are computed in the widest of their types
-    weights = np.empty(batch + (n_q, n_k), dtype=dtype)  # (..., n_q, n_k)
-    output = np.empty(batch + (n_q, v.shape[-1]), dtype=dtype)  # (..., n_q, d_v)
-    flat_q = _flat_batch(q * np.asarray(factor, dtype=dtype), batch, dtype)  # (B, n_q, d_k), pre-scaled
-    flat_k = _flat_batch(k, batch, dtype)  # (B, n_k, d_k)
-    flat_v = _flat_batch(v, batch, dtype)  # (B, n_k, d_v)
-    n_batch = math.prod(batch)
-    flat_w = weights.reshape(n_batch, n_q, n_k)  # (B, n_q, n_k), a view
-    flat_o = output.reshape(n_batch, n_q, v.shape[-1])  # (B, n_q, d_v), a view
-    flat_m = None if mask is None else np.broadcast_to(mask, batch + (n_q, n_k)).reshape(n_batch, n_q, n_k)
-    # Work through the batch in chunks of about 2**22 scores, so that the softmax passes over a chunk
-    # run in cache; every pass writes in place into the weights that are returned.
-    step = max(1, _CHUNK_SCORES // max(1, n_q * n_k))
-    for start in range(0, flat_w.shape[0], step):
-        part = slice(start, start + step)
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected in the softmax below
-            scores = np.matmul(flat_q[part], np.swapaxes(flat_k[part], -1, -2), out=flat_w[part])  # (b, n_q, n_k)
-        softmax_rows_in_place(scores, None if flat_m is None else flat_m[part])  # (b, n_q, n_k)
-        np.matmul(scores, flat_v[part], out=flat_o[part])  # (b, n_q, d_v); n_k = 0 gives zeros
+    q, k, v, mask, scale = check_attention_inputs(q, k, v, mask, scale)  # once, at the boundary
+    return attend(q, k, v, mask, scale)
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None, scale: float = 1.0) -> AttentionResult:
+    """Unchecked kernel: ``softmax(scale q k^T, mask) v`` on arrays that fit (see :func:`scaled_dot_product_attention`).
+
+    >>> print(attend(np.eye(2), np.eye(2), np.eye(2), scale=0.0).output)
+    [[0.5 0.5]
+     [0.5 0.5]]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused by softmax_rows
+        scores = (q * q.dtype.type(scale)) @ np.swapaxes(k, -1, -2)  # (..., n_q, n_k): similarities
+    weights = softmax_rows(scores, mask)  # (..., n_q, n_k): rows sum to 1, fully masked rows to 0
+    output = weights @ v  # (..., n_q, d_v): a weighted average of the values
     return AttentionResult(output, weights)
 
 
-_CHUNK_SCORES = 1 << 22
+def project(x: np.ndarray, w: np.ndarray, what: str, bias=None) -> np.ndarray:
+    """Unchecked kernel: ``x @ w`` (plus ``bias``), or an error naming ``what`` (``"x @ w_q"``) on overflow.
+
+    The numbers are those of the plain expression; numpy's overflow warning is silenced because
+    the overflow is reported here, naming the arguments, instead of as a non-finite ``q`` further on.
+
+    >>> project(np.ones((1, 2)), np.eye(2), "x @ w_q", bias=np.ones(2)).tolist()
+    [[2.0, 2.0]]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x @ w if bias is None else x @ w + bias  # (..., n, d_out)
+    if not np.all(np.isfinite(y)):
+        raise ValueError(
+            f"{what} overflowed in {y.dtype} (largest {float(np.finfo(y.dtype).max):.6g}); scale the inputs "
+            "down or compute in a wider float type"
+        )
+    return y
 
 
-def _flat_batch(x: np.ndarray, batch: tuple[int, ...], dtype) -> np.ndarray:
-    """``x`` broadcast to the batch shape and flattened to ``(B, rows, cols)`` in ``dtype``."""
-    full = np.broadcast_to(x.astype(dtype, copy=False), batch + x.shape[-2:])  # (..., rows, cols)
-    return full.reshape((math.prod(batch),) + x.shape[-2:])  # (B, rows, cols); copies only when broadcasting
+def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:
+    r"""Self-attention of a sequence ``x``: project it to queries, keys and values, then attend.
 
+    .. math:: Q = X W_Q, \quad K = X W_K, \quad V = X W_V, \quad
+              \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V
 
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the sequence, one token per row.
+    w_q, w_k : array_like
+        ``(d_model, d_k)`` query and key projections.
+    w_v : array_like
+        ``(d_model, d_v)`` value projection.
+    mask, scale : optional
+        As in :func:`scaled_dot_product_attention`, with ``n_q = n_k = n``.
+
+    Returns
+    -------
+    AttentionResult
+        ``output`` ``(..., n, d_v)`` and ``weights`` ``(..., n, n)``.
+
+    Examples
+    --------
+    >>> x = np.arange(6.0).reshape(3, 2)                           # (n, d_model)
+    >>> out, w = self_attention(x, np.eye(2), np.eye(2), np.eye(2))
+    >>> out.shape, w.shape
+    ((3, 2), (3, 3))
+    >>> self_attention(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
+    """
+    x, w_q, w_k, w_v, mask, scale = check_projections(x, w_q, w_k, w_v, mask, scale)  # once, at the boundary
+    dtype = np.result_type(x, w_q, w_k, w_v, np.float32)  # scores in at least float32, as in attention
+    q = project(x, w_q, "x @ w_q").astype(dtype, copy=False)  # (..., n, d_k)
+    k = project(x, w_k, "x @ w_k").astype(dtype, copy=False)  # (..., n, d_k)
+    v = project(x, w_v, "x @ w_v").astype(dtype, copy=False)  # (..., n, d_v)
+    return attend(q, k, v, mask, scale)

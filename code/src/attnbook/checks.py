@@ -30,6 +30,8 @@ True
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import math
 import numbers
 import warnings
@@ -38,15 +40,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
+from .attention import scaled_dot_product_attention, self_attention
 from .masks import causal_mask
 from .multihead import merge_heads, split_heads
 from .positional import sinusoidal_encoding
-from .projections import self_attention
 from .softmax import softmax
+from .validation import check_bool
 
 __all__ = [
     "CheckResult",
+    "check",
     "check_attention",
     "check_causal_mask",
     "check_function",
@@ -81,12 +84,6 @@ class _Failure(Exception):
 # --- plumbing shared by every check ----------------------------------------------------------------
 
 
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
-
-
 def _check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -97,6 +94,70 @@ def _check_tolerance(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
     return float(value)
+
+
+def check(body: Callable[..., str]) -> Callable[..., CheckResult]:
+    r"""Make a public check out of ``body(fn, label, rng, seed, **options) -> success message``.
+
+    The check it returns, ``check_x(fn, *, seed=0, quiet=False, **options)``, does what every check
+    shares: it refuses a bad ``seed`` or ``quiet`` (and a non-bool for a bool option), names the
+    student's function (``label``), draws the inputs from ``np.random.default_rng(seed)`` (``rng``),
+    and wraps the verdict: the body's return value is the success message, a ``_Failure`` it raises
+    the problem found, and anything else a failure without a traceback (:func:`_finish`).
+
+    .. math:: \text{check}(fn) = \text{verdict}\big(\text{body}(fn, \text{label}, \text{rng}(\text{seed}), \text{seed})\big)
+
+    Parameters
+    ----------
+    body : callable
+        ``body(fn, label, rng, seed, **options)``: returns the success message or raises ``_Failure``;
+        its keyword-only parameters are the check's options (a bool default makes a bool option).
+
+    Returns
+    -------
+    callable
+        The public check, returning a :class:`CheckResult`.
+
+    Examples
+    --------
+    >>> @check
+    ... def check_positive(fn, label, rng, seed):
+    ...     if not fn(rng.random()) > 0:
+    ...         raise _Failure(f"{label}: not positive")
+    ...     return f"{label}: positive"
+    >>> check_positive(lambda x: x + 1).passed
+    ✓ your function: positive
+    True
+    >>> check_positive(abs, seed=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be a non-negative integer, got -1
+    """
+    options = {name: parameter for name, parameter in inspect.signature(body).parameters.items()
+               if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    @functools.wraps(body)
+    def run_check(fn, *, seed: int = 0, quiet: bool = False, **given) -> CheckResult:
+        seed = _check_seed(seed)
+        quiet = check_bool(quiet, "quiet")
+        unknown = set(given) - set(options)
+        if unknown:
+            raise TypeError(f"{body.__name__}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        for name, value in given.items():
+            if isinstance(options[name].default, bool):
+                given[name] = check_bool(value, name)
+        label = _function_name(fn)
+        rng = np.random.default_rng(seed)
+        return _finish(lambda: body(fn, label, rng, seed, **given), label, quiet)
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    run_check.__signature__ = inspect.Signature(
+        [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter("seed", keyword, default=0, annotation=int),
+         *options.values(),
+         inspect.Parameter("quiet", keyword, default=False, annotation=bool)],
+        return_annotation=CheckResult)
+    return run_check
 
 
 def _function_name(fn) -> str:
@@ -251,11 +312,35 @@ def _checked_number(value, name: str):
 
 def check_number(answer, expected, name: str = "answer", rel_tol: float = 1e-6, *, abs_tol: float = 0.0,
                  hint: str | None = None, quiet: bool = False) -> CheckResult:
-    """Check a number the student worked out (by hand or in code) against ``expected``.
+    r"""Check a number the student worked out (by hand or in code) against ``expected``.
+
+    .. math:: |a - e| \le \max(\text{rel\_tol}\, |e|, \text{abs\_tol})
 
     ``answer`` None (or ``...``) means "not done yet". The message never shows ``expected``; a
     ``hint`` (say, which formula to revisit) is added when the answer is wrong.
 
+    Parameters
+    ----------
+    answer : number or None
+        The student's number; None (or ``...``) means "not done yet".
+    expected : float
+        The right value, never shown.
+    name : str
+        The answer's name in the message.
+    rel_tol, abs_tol : float
+        Tolerances, as in :func:`math.isclose`.
+    hint : str, optional
+        Added when the answer is wrong.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message.
+
+    Examples
+    --------
     >>> _ = check_number(None, 2.0, "answer_a12")
     ✗ answer_a12: not done yet (set it to your number)
     >>> _ = check_number(0.196, 0.19557, "answer_a12", rel_tol=1e-3)
@@ -279,7 +364,7 @@ def check_number(answer, expected, name: str = "answer", rel_tol: float = 1e-6, 
     abs_tol = _check_tolerance(abs_tol, "abs_tol")
     if hint is not None and not isinstance(hint, str):
         raise TypeError(f"hint must be a string or None, got {hint!r}")
-    _check_flag(quiet, "quiet")
+    quiet = check_bool(quiet, "quiet")
 
     def run() -> str:
         if answer is None or answer is Ellipsis:
@@ -319,11 +404,35 @@ def _compare_results(got, expected, what: str, context: str, rtol: float, atol: 
 
 def check_function(fn, reference: Callable, cases, name: str | None = None, *, rtol: float = 1e-6,
                    atol: float = 1e-9, quiet: bool = False) -> CheckResult:
-    """Call ``fn`` and ``reference`` on each tuple of arguments in ``cases`` and compare the results.
+    r"""Call ``fn`` and ``reference`` on each tuple of arguments in ``cases`` and compare the results.
+
+    .. math:: \text{fn}(*c) \approx \text{reference}(*c) \text{ for every case } c
 
     Results may be numbers, arrays or tuples of arrays (compared part by part). The first
     difference is reported with the case's input shapes, never the reference values.
 
+    Parameters
+    ----------
+    fn : callable
+        The student's function.
+    reference : callable
+        The package's function it should match.
+    cases : list of tuple
+        Argument tuples, each passed to both.
+    name : str, optional
+        The function's name in the message; default its ``__name__``.
+    rtol, atol : float
+        Tolerances, as in :func:`numpy.allclose`.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message.
+
+    Examples
+    --------
     >>> from attnbook import layer_norm
     >>> x = np.arange(6.0).reshape(2, 3)
     >>> def centred_only(x):
@@ -347,7 +456,7 @@ def check_function(fn, reference: Callable, cases, name: str | None = None, *, r
         raise TypeError(f"name must be a non-empty string or None, got {name!r}")
     rtol = _check_tolerance(rtol, "rtol")
     atol = _check_tolerance(atol, "atol")
-    _check_flag(quiet, "quiet")
+    quiet = check_bool(quiet, "quiet")
     label = name or _function_name(fn)
 
     def run() -> str:
@@ -364,57 +473,71 @@ def check_function(fn, reference: Callable, cases, name: str | None = None, *, r
 # --- softmax ----------------------------------------------------------------------------------------
 
 
-def check_softmax(fn, *, seed: int = 0, large_logits: bool = True, quiet: bool = False) -> CheckResult:
-    """Check a student's softmax ``fn(x)`` along the last axis: values, batches, vectors, stability.
+@check
+def check_softmax(fn, label: str, rng: np.random.Generator, seed: int, *, large_logits: bool = True) -> str:
+    r"""Check a student's softmax ``fn(x)`` along the last axis: values, batches, vectors, stability.
 
-    ``large_logits=False`` leaves out the stability test (logits of ±1000), for a test of values alone.
+    .. math:: \operatorname{softmax}(x)_i = e^{x_i - \max_j x_j} / \textstyle\sum_j e^{x_j - \max_j x_j}
 
+    Used as ``check_softmax(fn, *, seed=0, large_logits=True, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's softmax ``fn(x)``, normalising the last axis.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    large_logits : bool
+        Include the stability test (logits of ±1000); False tests values alone.
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_softmax(lambda x: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True))
     ✗ your function: normalised along the wrong axis on a 3 x 6 array: the columns sum to 1,
       but each row (the logits of one query, the last axis) should; use axis=-1
     """
-    seed = _check_seed(seed)
-    _check_flag(large_logits, "large_logits")
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
-    rng = np.random.default_rng(seed)
     rows, cols = 3 + seed % 3, 6 + seed % 2  # rows != cols, so a transpose shows in the shape
     x = rng.normal(scale=2.0, size=(rows, cols))  # (rows, cols)
     batch = rng.normal(scale=2.0, size=(2, rows, cols))  # (2, rows, cols)
     vector = rng.normal(scale=2.0, size=cols)  # (cols,)
     large = np.array([[1000.0, 999.0, 998.0, 0.0], [-1000.0, -1000.0, -999.0, -1000.0]])  # (2, 4)
 
-    def run() -> str:
-        context = f"on a {rows} x {cols} array"
-        got = _as_numbers(_call(fn, label, x), f"what {label} returned")
-        if got.shape != x.shape:
-            raise _Failure(f"{label}: wrong shape {context}: expected {x.shape}, got {got.shape}"
-                           + _shape_hint(got.shape, x.shape)
-                           + ("; softmax returns one weight per logit" if got.size != x.size else ""))
-        _check_distribution(got, label, context, "the logits of one query")
-        mistakes = [(lambda: softmax(-x), "the logits are negated: subtract each row's maximum from x "
-                                          "(x - max), not x from the maximum")]
-        explanation = _first_matching(got, softmax(x), mistakes)
-        if explanation:
-            raise _Failure(f"{label}: wrong values {context}: {explanation}")
-        _compare(got, softmax(x), label, context)
-        got_batch = _as_numbers(_call(fn, label, batch), f"what {label} returned")
-        batch_context = f"on a batch of shape {batch.shape} (it works on 2-D arrays: use axis=-1 and keepdims=True)"
-        _compare(got_batch, softmax(batch), label, batch_context)
-        got_vector = _as_numbers(_call(fn, label, vector), f"what {label} returned")
-        _compare(got_vector, softmax(vector), label, f"on a vector of shape {vector.shape}")
-        if not large_logits:
-            return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape} "
-                    f"and a vector of {cols} logits")
-        got_large = _as_numbers(_call(fn, label, large), f"what {label} returned")
-        if got_large.shape == large.shape and not np.all(np.isfinite(got_large)):
-            raise _Failure(f"{label}: not stable for large inputs: logits of 1000 give NaN or inf "
-                           "(exp(1000) overflows); subtract each row's maximum before exp")
-        _compare(got_large, softmax(large), label, "on logits of ±1000 (subtract each row's maximum before exp)")
-        return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape}, "
-                f"a vector of {cols} logits and logits of ±1000")
-
-    return _finish(run, label, quiet)
+    context = f"on a {rows} x {cols} array"
+    got = _as_numbers(_call(fn, label, x), f"what {label} returned")
+    if got.shape != x.shape:
+        raise _Failure(f"{label}: wrong shape {context}: expected {x.shape}, got {got.shape}"
+                       + _shape_hint(got.shape, x.shape)
+                       + ("; softmax returns one weight per logit" if got.size != x.size else ""))
+    _check_distribution(got, label, context, "the logits of one query")
+    mistakes = [(lambda: softmax(-x), "the logits are negated: subtract each row's maximum from x "
+                                      "(x - max), not x from the maximum")]
+    explanation = _first_matching(got, softmax(x), mistakes)
+    if explanation:
+        raise _Failure(f"{label}: wrong values {context}: {explanation}")
+    _compare(got, softmax(x), label, context)
+    got_batch = _as_numbers(_call(fn, label, batch), f"what {label} returned")
+    batch_context = f"on a batch of shape {batch.shape} (it works on 2-D arrays: use axis=-1 and keepdims=True)"
+    _compare(got_batch, softmax(batch), label, batch_context)
+    got_vector = _as_numbers(_call(fn, label, vector), f"what {label} returned")
+    _compare(got_vector, softmax(vector), label, f"on a vector of shape {vector.shape}")
+    if not large_logits:
+        return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape} "
+                f"and a vector of {cols} logits")
+    got_large = _as_numbers(_call(fn, label, large), f"what {label} returned")
+    if got_large.shape == large.shape and not np.all(np.isfinite(got_large)):
+        raise _Failure(f"{label}: not stable for large inputs: logits of 1000 give NaN or inf "
+                       "(exp(1000) overflows); subtract each row's maximum before exp")
+    _compare(got_large, softmax(large), label, "on logits of ±1000 (subtract each row's maximum before exp)")
+    return (f"{label}: correct on the rows of a {rows} x {cols} array, a batch of shape {batch.shape}, "
+            f"a vector of {cols} logits and logits of ±1000")
 
 
 # --- attention --------------------------------------------------------------------------------------
@@ -460,11 +583,33 @@ def _check_attention_pair(got_out, got_w, q, k, v, label, context, mistakes_extr
     _compare(got_out, reference_out, f"the output of {label}", context + " (the output is weights @ v)", atol=1e-8)
 
 
-def check_attention(fn, *, seed: int = 0, large_scores: bool = True, quiet: bool = False) -> CheckResult:
-    """Check ``fn(q, k, v) -> (output, weights)``: scaled dot-product attention, 2-D and batched.
+@check
+def check_attention(fn, label: str, rng: np.random.Generator, seed: int, *, large_scores: bool = True) -> str:
+    r"""Check ``fn(q, k, v) -> (output, weights)``: scaled dot-product attention, 2-D and batched.
 
-    ``large_scores=False`` leaves out the stability test (scores in the thousands).
+    .. math:: \operatorname{softmax}(Q K^\top / \sqrt{d_k})\, V
 
+    Used as ``check_attention(fn, *, seed=0, large_scores=True, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(q, k, v) -> (output, weights)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    large_scores : bool
+        Include the stability test (scores in the thousands).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> def unscaled(q, k, v):
     ...     w = softmax(q @ np.swapaxes(k, -1, -2))
     ...     return w @ v, w
@@ -476,11 +621,6 @@ def check_attention(fn, *, seed: int = 0, large_scores: bool = True, quiet: bool
       for a batch of 2 and for large scores
     True
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    _check_flag(large_scores, "large_scores")
-    label = _function_name(fn)
-    rng = np.random.default_rng(seed)
     n_q, n_k, d_k, d_v = 3 + seed % 2, 5 + seed % 3, 4, 2  # n_q != n_k: a transpose shows in the shape
     q, k, v = rng.standard_normal((n_q, d_k)), rng.standard_normal((n_k, d_k)), rng.standard_normal((n_k, d_v))
     square = rng.standard_normal((3, 4, d_k))  # (3, n, d_k): q, k, v of a square case
@@ -490,29 +630,48 @@ def check_attention(fn, *, seed: int = 0, large_scores: bool = True, quiet: bool
     def shapes(arrays) -> str:
         return ", ".join(f"{n} {a.shape}" for n, a in zip("qkv", arrays))
 
-    def run() -> str:
-        batch_hint = "with a batch, transpose only the last two axes of k: np.swapaxes(k, -1, -2), not k.T"
-        cases = (((q, k, v), f"for {shapes((q, k, v))}", ""),
-                 (tuple(square), f"for square inputs {shapes(square)}", ""),
-                 (tuple(batch), f"for a batch {shapes(batch)}", batch_hint),
-                 (tuple(large), f"for large scores ({shapes(large)} with entries near ±30)", ""))
-        for arrays, context, hint in cases if large_scores else cases[:-1]:
-            value = _call(fn, label, *arrays, hint=hint)
-            out_shape = arrays[0].shape[:-1] + (arrays[2].shape[-1],)
-            got_out, got_w = _output_and_weights(value, label, out_shape, context)
-            if arrays is cases[-1][0] and got_w.shape == out_shape[:-1] + (n_k,) and not np.all(np.isfinite(got_w)):
-                raise _Failure(f"{label}: not stable for large scores: q and k with entries near ±30 give NaN or "
-                               "inf weights; use a stable softmax (subtract each row's maximum before exp)")
-            _check_attention_pair(got_out, got_w, *arrays, label, context + (f" ({hint})" if hint else ""))
-        extra = " and for large scores" if large_scores else ""
-        return f"{label}: correct for {shapes((q, k, v))}, for square inputs, for a batch of 2{extra}"
-
-    return _finish(run, label, quiet)
+    batch_hint = "with a batch, transpose only the last two axes of k: np.swapaxes(k, -1, -2), not k.T"
+    cases = (((q, k, v), f"for {shapes((q, k, v))}", ""),
+             (tuple(square), f"for square inputs {shapes(square)}", ""),
+             (tuple(batch), f"for a batch {shapes(batch)}", batch_hint),
+             (tuple(large), f"for large scores ({shapes(large)} with entries near ±30)", ""))
+    for arrays, context, hint in cases if large_scores else cases[:-1]:
+        value = _call(fn, label, *arrays, hint=hint)
+        out_shape = arrays[0].shape[:-1] + (arrays[2].shape[-1],)
+        got_out, got_w = _output_and_weights(value, label, out_shape, context)
+        if arrays is cases[-1][0] and got_w.shape == out_shape[:-1] + (n_k,) and not np.all(np.isfinite(got_w)):
+            raise _Failure(f"{label}: not stable for large scores: q and k with entries near ±30 give NaN or "
+                           "inf weights; use a stable softmax (subtract each row's maximum before exp)")
+        _check_attention_pair(got_out, got_w, *arrays, label, context + (f" ({hint})" if hint else ""))
+    extra = " and for large scores" if large_scores else ""
+    return f"{label}: correct for {shapes((q, k, v))}, for square inputs, for a batch of 2{extra}"
 
 
-def check_self_attention(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
-    """Check ``fn(x, w_q, w_k, w_v) -> (output, weights)``: project x to Q, K, V, then attend.
+@check
+def check_self_attention(fn, label: str, rng: np.random.Generator, seed: int) -> str:
+    r"""Check ``fn(x, w_q, w_k, w_v) -> (output, weights)``: project x to Q, K, V, then attend.
 
+    .. math:: \operatorname{softmax}(X W_Q (X W_K)^\top / \sqrt{d_k})\, X W_V
+
+    Used as ``check_self_attention(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x, w_q, w_k, w_v) -> (output, weights)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> check_self_attention(self_attention).passed
     ✓ self_attention: correct for x (4, 6) with d_k = 3, d_v = 2, and for a batch of 2
     True
@@ -520,41 +679,56 @@ def check_self_attention(fn, *, seed: int = 0, quiet: bool = False) -> CheckResu
     ✗ the output of your function: wrong values for x (4, 6): it is the weights times x's first
       columns; the values are V = X W_V
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
-    rng = np.random.default_rng(seed)
     n, d_model, d_k, d_v = 4 + seed % 2, 6, 3, 2
     x = rng.standard_normal((n, d_model))  # (n, d_model)
     w_q, w_k = rng.standard_normal((2, d_model, d_k))  # (d_model, d_k) each
     w_v = rng.standard_normal((d_model, d_v))  # (d_model, d_v)
     x_batch = rng.standard_normal((2, n, d_model))  # (2, n, d_model)
 
-    def run() -> str:
-        for inputs, context in ((x, f"for x {x.shape}"),
-                                (x_batch, f"for a batch x {x_batch.shape} (transpose only the last two axes)")):
-            value = _call(fn, label, inputs, w_q, w_k, w_v)
-            got_out, got_w = _output_and_weights(value, label, inputs.shape[:-1] + (d_v,), context)
-            q, k, v = inputs @ w_q, inputs @ w_k, inputs @ w_v  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
-            reference_w = self_attention(inputs, w_q, w_k, w_v).weights  # (..., n, n)
-            raw = [(lambda: softmax(inputs @ np.swapaxes(inputs, -1, -2) / math.sqrt(d_model)),
-                    "the scores use x itself; project first: Q = X W_Q and K = X W_K")]
-            if got_w.shape == reference_w.shape and np.allclose(got_w, reference_w, atol=1e-8):
-                if got_out.shape == (inputs @ w_v).shape and np.allclose(got_out, got_w @ inputs[..., :d_v]):
-                    raise _Failure(f"the output of {label}: wrong values {context}: it is the weights times x's "
-                                   "first columns; the values are V = X W_V")
-            _check_attention_pair(got_out, got_w, q, k, v, label, context, raw)
-        return f"{label}: correct for x {x.shape} with d_k = {d_k}, d_v = {d_v}, and for a batch of 2"
-
-    return _finish(run, label, quiet)
+    for inputs, context in ((x, f"for x {x.shape}"),
+                            (x_batch, f"for a batch x {x_batch.shape} (transpose only the last two axes)")):
+        value = _call(fn, label, inputs, w_q, w_k, w_v)
+        got_out, got_w = _output_and_weights(value, label, inputs.shape[:-1] + (d_v,), context)
+        q, k, v = inputs @ w_q, inputs @ w_k, inputs @ w_v  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
+        reference_w = self_attention(inputs, w_q, w_k, w_v).weights  # (..., n, n)
+        raw = [(lambda: softmax(inputs @ np.swapaxes(inputs, -1, -2) / math.sqrt(d_model)),
+                "the scores use x itself; project first: Q = X W_Q and K = X W_K")]
+        if got_w.shape == reference_w.shape and np.allclose(got_w, reference_w, atol=1e-8):
+            if got_out.shape == (inputs @ w_v).shape and np.allclose(got_out, got_w @ inputs[..., :d_v]):
+                raise _Failure(f"the output of {label}: wrong values {context}: it is the weights times x's "
+                               "first columns; the values are V = X W_V")
+        _check_attention_pair(got_out, got_w, q, k, v, label, context, raw)
+    return f"{label}: correct for x {x.shape} with d_k = {d_k}, d_v = {d_v}, and for a batch of 2"
 
 
 # --- masks ------------------------------------------------------------------------------------------
 
 
-def check_causal_mask(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
-    """Check ``fn(n) -> (n, n)`` boolean causal mask (True = query i may attend to key j <= i).
+@check
+def check_causal_mask(fn, label: str, rng: np.random.Generator, seed: int) -> str:
+    r"""Check ``fn(n) -> (n, n)`` boolean causal mask (True = query i may attend to key j <= i).
 
+    .. math:: M_{ij} = [\, j \le i \,]
+
+    Used as ``check_causal_mask(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(n) -> (n, n)`` boolean mask.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))
     ✗ your function: transposed for n = 4: True above the diagonal lets query i see the future keys
       j > i; the causal mask is True on and below the diagonal (j <= i)
@@ -562,120 +736,144 @@ def check_causal_mask(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     ✓ causal_mask: correct for n = 4, 1 and 6
     True
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
     sizes = (4, 1, 6 + seed % 3)
 
-    def run() -> str:
-        for n in sizes:
-            context = f"for n = {n}"
-            value = _call(fn, label, n)
-            try:
-                array = np.asarray(value)
-            except Exception:
-                raise _Failure(f"{label}: returned a {type(value).__name__} {context}, not an array") from None
-            expected = causal_mask(n)  # (n, n)
-            if array.shape != expected.shape:
-                raise _Failure(f"{label}: wrong shape {context}: expected {expected.shape}, got {array.shape}")
-            if array.dtype.kind == "f" and np.any(np.isneginf(array)):
-                raise _Failure(f"{label}: returned an additive mask (0 and -inf) {context}; this book's masks "
-                               "are boolean: True where the query may attend")
-            if array.dtype != np.bool_:
-                if array.dtype.kind in "iuf" and np.all((array == 0) | (array == 1)):
-                    raise _Failure(f"{label}: returned 0s and 1s of dtype {array.dtype} {context}; return booleans "
-                                   "(True where the query may attend), e.g. with a comparison or .astype(bool)")
-                raise _Failure(f"{label}: returned dtype {array.dtype} {context}; a boolean mask is expected")
-            if np.array_equal(array, expected):
-                continue
-            mistakes = [
-                (np.triu(np.ones((n, n), dtype=bool)), "transposed", "True above the diagonal lets query i "
-                 "see the future keys j > i; the causal mask is True on and below the diagonal (j <= i)"),
-                (~expected, "True and False swapped", "True means the query may attend"),
-                (np.tril(np.ones((n, n), dtype=bool), k=-1), "False on the diagonal",
-                 "each token may attend to itself"),
-            ]
-            for candidate, what, why in mistakes:
-                if np.array_equal(array, candidate):
-                    raise _Failure(f"{label}: {what} {context}: {why}")
-            wrong = int(np.sum(array != expected))
-            raise _Failure(f"{label}: wrong values {context}: {wrong} of {n * n} entries differ from the causal mask")
-        return f"{label}: correct for n = {sizes[0]}, {sizes[1]} and {sizes[2]}"
-
-    return _finish(run, label, quiet)
+    for n in sizes:
+        context = f"for n = {n}"
+        value = _call(fn, label, n)
+        try:
+            array = np.asarray(value)
+        except Exception:
+            raise _Failure(f"{label}: returned a {type(value).__name__} {context}, not an array") from None
+        expected = causal_mask(n)  # (n, n)
+        if array.shape != expected.shape:
+            raise _Failure(f"{label}: wrong shape {context}: expected {expected.shape}, got {array.shape}")
+        if array.dtype.kind == "f" and np.any(np.isneginf(array)):
+            raise _Failure(f"{label}: returned an additive mask (0 and -inf) {context}; this book's masks "
+                           "are boolean: True where the query may attend")
+        if array.dtype != np.bool_:
+            if array.dtype.kind in "iuf" and np.all((array == 0) | (array == 1)):
+                raise _Failure(f"{label}: returned 0s and 1s of dtype {array.dtype} {context}; return booleans "
+                               "(True where the query may attend), e.g. with a comparison or .astype(bool)")
+            raise _Failure(f"{label}: returned dtype {array.dtype} {context}; a boolean mask is expected")
+        if np.array_equal(array, expected):
+            continue
+        mistakes = [
+            (np.triu(np.ones((n, n), dtype=bool)), "transposed", "True above the diagonal lets query i "
+             "see the future keys j > i; the causal mask is True on and below the diagonal (j <= i)"),
+            (~expected, "True and False swapped", "True means the query may attend"),
+            (np.tril(np.ones((n, n), dtype=bool), k=-1), "False on the diagonal",
+             "each token may attend to itself"),
+        ]
+        for candidate, what, why in mistakes:
+            if np.array_equal(array, candidate):
+                raise _Failure(f"{label}: {what} {context}: {why}")
+        wrong = int(np.sum(array != expected))
+        raise _Failure(f"{label}: wrong values {context}: {wrong} of {n * n} entries differ from the causal mask")
+    return f"{label}: correct for n = {sizes[0]}, {sizes[1]} and {sizes[2]}"
 
 
 # --- heads ------------------------------------------------------------------------------------------
 
 
-def check_split_heads(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
-    """Check ``fn(x, n_heads)``: ``(..., n, d_model) -> (..., n_heads, n, d_model / n_heads)``.
+@check
+def check_split_heads(fn, label: str, rng: np.random.Generator, seed: int) -> str:
+    r"""Check ``fn(x, n_heads)``: ``(..., n, d_model) -> (..., n_heads, n, d_model / n_heads)``.
 
+    .. math:: (\dots, n, d_\text{model}) \to (\dots, h, n, d_\text{model} / h)
+
+    Used as ``check_split_heads(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x, n_heads)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> _ = check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
     ✗ your function: values in the wrong places for x (2, 5, 8) and n_heads = 4: reshaping straight
       to (..., n_heads, n, d_head) mixes tokens; reshape to (..., n, n_heads, d_head), then swap the
       axes -3 and -2
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
-    rng = np.random.default_rng(seed)
     cases = ((rng.standard_normal((2, 5 + seed % 2, 8)), 4), (rng.standard_normal((5, 6)), 3))
 
-    def run() -> str:
-        for x, h in cases:
-            *lead, n, d_model = x.shape
-            context = f"for x {x.shape} and n_heads = {h}"
-            got = _as_numbers(_call(fn, label, x, h), f"what {label} returned")
-            expected = split_heads(x, h)  # (..., h, n, d_head)
-            if got.shape == (*lead, n, h, d_model // h):
-                raise _Failure(f"{label}: wrong shape {got.shape} {context}: that is (..., n, n_heads, d_head); "
-                               f"swap the axes -3 and -2 to get (..., n_heads, n, d_head) = {expected.shape}")
-            mistakes = [
-                (lambda: x.reshape(*lead, h, n, d_model // h), "reshaping straight to (..., n_heads, n, d_head) "
-                 "mixes tokens; reshape to (..., n, n_heads, d_head), then swap the axes -3 and -2"),
-                (lambda: np.moveaxis(x.reshape(*lead, n, d_model // h, h), -1, -3), "head i got every n_heads-th "
-                 "column; it should get the contiguous block of columns i*d_head ... (i+1)*d_head - 1"),
-            ]
-            explanation = _first_matching(got, expected, mistakes)
-            if explanation:
-                raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
-            _compare(got, expected, label, context)
-        return f"{label}: correct for x (2, {cases[0][0].shape[1]}, 8) with 4 heads and for x (5, 6) with 3 heads"
-
-    return _finish(run, label, quiet)
+    for x, h in cases:
+        *lead, n, d_model = x.shape
+        context = f"for x {x.shape} and n_heads = {h}"
+        got = _as_numbers(_call(fn, label, x, h), f"what {label} returned")
+        expected = split_heads(x, h)  # (..., h, n, d_head)
+        if got.shape == (*lead, n, h, d_model // h):
+            raise _Failure(f"{label}: wrong shape {got.shape} {context}: that is (..., n, n_heads, d_head); "
+                           f"swap the axes -3 and -2 to get (..., n_heads, n, d_head) = {expected.shape}")
+        mistakes = [
+            (lambda: x.reshape(*lead, h, n, d_model // h), "reshaping straight to (..., n_heads, n, d_head) "
+             "mixes tokens; reshape to (..., n, n_heads, d_head), then swap the axes -3 and -2"),
+            (lambda: np.moveaxis(x.reshape(*lead, n, d_model // h, h), -1, -3), "head i got every n_heads-th "
+             "column; it should get the contiguous block of columns i*d_head ... (i+1)*d_head - 1"),
+        ]
+        explanation = _first_matching(got, expected, mistakes)
+        if explanation:
+            raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
+        _compare(got, expected, label, context)
+    return f"{label}: correct for x (2, {cases[0][0].shape[1]}, 8) with 4 heads and for x (5, 6) with 3 heads"
 
 
-def check_merge_heads(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
-    """Check ``fn(x)``: ``(..., n_heads, n, d_head) -> (..., n, n_heads * d_head)``, the inverse of split.
+@check
+def check_merge_heads(fn, label: str, rng: np.random.Generator, seed: int) -> str:
+    r"""Check ``fn(x)``: ``(..., n_heads, n, d_head) -> (..., n, n_heads * d_head)``, the inverse of split.
 
+    .. math:: (\dots, h, n, d_\text{head}) \to (\dots, n, h\, d_\text{head})
+
+    Used as ``check_merge_heads(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(x)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> check_merge_heads(merge_heads).passed
     ✓ merge_heads: correct for x (2, 4, 5, 2) and x (3, 5, 2), and undoes split_heads
     True
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
-    rng = np.random.default_rng(seed)
     cases = (rng.standard_normal((2, 4, 5 + seed % 2, 2)), rng.standard_normal((3, 5, 2)))
 
-    def run() -> str:
-        for x in cases:
-            *lead, h, n, d_head = x.shape
-            context = f"for x {x.shape}"
-            got = _as_numbers(_call(fn, label, x), f"what {label} returned")
-            mistakes = [(lambda: x.reshape(*lead, n, h * d_head), "reshaping (..., n_heads, n, d_head) straight to "
-                         "(..., n, d_model) mixes tokens; swap the axes -3 and -2 first, then reshape")]
-            explanation = _first_matching(got, merge_heads(x), mistakes)
-            if explanation:
-                raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
-            _compare(got, merge_heads(x), label, context)
-        model = rng.standard_normal((3, 8))  # (n, d_model)
-        round_trip = _as_numbers(_call(fn, label, split_heads(model, 2)), f"what {label} returned")
-        _compare(round_trip, model, label, "when undoing split_heads(x, 2) for x (3, 8)")
-        return f"{label}: correct for x {cases[0].shape} and x {cases[1].shape}, and undoes split_heads"
-
-    return _finish(run, label, quiet)
+    for x in cases:
+        *lead, h, n, d_head = x.shape
+        context = f"for x {x.shape}"
+        got = _as_numbers(_call(fn, label, x), f"what {label} returned")
+        mistakes = [(lambda: x.reshape(*lead, n, h * d_head), "reshaping (..., n_heads, n, d_head) straight to "
+                     "(..., n, d_model) mixes tokens; swap the axes -3 and -2 first, then reshape")]
+        explanation = _first_matching(got, merge_heads(x), mistakes)
+        if explanation:
+            raise _Failure(f"{label}: values in the wrong places {context}: {explanation}")
+        _compare(got, merge_heads(x), label, context)
+    model = rng.standard_normal((3, 8))  # (n, d_model)
+    round_trip = _as_numbers(_call(fn, label, split_heads(model, 2)), f"what {label} returned")
+    _compare(round_trip, model, label, "when undoing split_heads(x, 2) for x (3, 8)")
+    return f"{label}: correct for x {cases[0].shape} and x {cases[1].shape}, and undoes split_heads"
 
 
 # --- positional encodings ---------------------------------------------------------------------------
@@ -693,9 +891,31 @@ def _encoding_variant(n: int, d: int, *, exponent=None, swap=False, concat=False
     return out
 
 
-def check_sinusoidal_encoding(fn, *, seed: int = 0, quiet: bool = False) -> CheckResult:
-    """Check ``fn(n_positions, d_model)``: ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
+@check
+def check_sinusoidal_encoding(fn, label: str, rng: np.random.Generator, seed: int) -> str:
+    r"""Check ``fn(n_positions, d_model)``: ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``.
 
+    .. math:: PE_{p, 2i} = \sin(p / 10000^{2i/d}), \quad PE_{p, 2i+1} = \cos(p / 10000^{2i/d})
+
+    Used as ``check_sinusoidal_encoding(fn, *, seed=0, quiet=False)``: the
+    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
+
+    Parameters
+    ----------
+    fn : callable
+        The student's ``fn(n_positions, d_model)``.
+    seed : int
+        Chooses the inputs (hidden tests pass other seeds).
+    quiet : bool
+        Only return the verdict, without printing it.
+
+    Returns
+    -------
+    CheckResult
+        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
+
+    Examples
+    --------
     >>> def swapped(n_positions, d_model):
     ...     pairs = sinusoidal_encoding(n_positions, d_model).reshape(n_positions, -1, 2)  # (n, d/2, 2)
     ...     return pairs[:, :, ::-1].reshape(n_positions, d_model)  # (n, d): cos first in each pair
@@ -706,40 +926,34 @@ def check_sinusoidal_encoding(fn, *, seed: int = 0, quiet: bool = False) -> Chec
     ✓ sinusoidal_encoding: correct for (6, 8), (50, 16) and (1, 2)
     True
     """
-    seed = _check_seed(seed)
-    _check_flag(quiet, "quiet")
-    label = _function_name(fn)
     sizes = ((6, 8), (50 + seed, 16), (1, 2))
 
-    def run() -> str:
-        for n, d in sizes:
-            context = f"for n_positions = {n}, d_model = {d}"
-            got = _as_numbers(_call(fn, label, n, d), f"what {label} returned")
-            if got.shape == (d, n) and n != d:
-                raise _Failure(f"{label}: wrong shape {got.shape} {context}: expected ({n}, {d}), "
-                               "one row per position (a transpose?)")
-            mistakes = [
-                (lambda: _encoding_variant(n, d, swap=True), "sine and cosine are swapped: even columns 2i "
-                 "hold sin, odd columns 2i+1 hold cos"),
-                (lambda: _encoding_variant(n, d, concat=True), "all sines come first and all cosines after; "
-                 "interleave them: sin in column 2i, cos in column 2i+1"),
-                (lambda: _encoding_variant(n, d, exponent=lambda i, dd: i / dd), "the exponent is i/d_model; "
-                 "pair i uses 10000^(2i/d_model)"),
-                (lambda: _encoding_variant(n, d, exponent=lambda i, dd: -2 * i / dd), "the frequencies grow; "
-                 "divide the position by 10000^(2i/d_model), do not multiply"),
-                (lambda: _encoding_variant(n, d, start=1), "the positions start at 1; the first row encodes "
-                 "position 0"),
-            ]
-            mistakes.append((lambda: _odd_columns_own_exponent(n, d), "column 2i+1 uses its own index in the "
-                             "exponent; both columns of pair i use 10000^(2i/d_model)"))
-            if got.shape == (n, d):
-                explanation = _first_matching(got, sinusoidal_encoding(n, d), mistakes)
-                if explanation:
-                    raise _Failure(f"{label}: wrong values {context}: {explanation}")
-            _compare(got, sinusoidal_encoding(n, d), label, context)
-        return f"{label}: correct for {sizes[0]}, {sizes[1]} and {sizes[2]}"
-
-    return _finish(run, label, quiet)
+    for n, d in sizes:
+        context = f"for n_positions = {n}, d_model = {d}"
+        got = _as_numbers(_call(fn, label, n, d), f"what {label} returned")
+        if got.shape == (d, n) and n != d:
+            raise _Failure(f"{label}: wrong shape {got.shape} {context}: expected ({n}, {d}), "
+                           "one row per position (a transpose?)")
+        mistakes = [
+            (lambda: _encoding_variant(n, d, swap=True), "sine and cosine are swapped: even columns 2i "
+             "hold sin, odd columns 2i+1 hold cos"),
+            (lambda: _encoding_variant(n, d, concat=True), "all sines come first and all cosines after; "
+             "interleave them: sin in column 2i, cos in column 2i+1"),
+            (lambda: _encoding_variant(n, d, exponent=lambda i, dd: i / dd), "the exponent is i/d_model; "
+             "pair i uses 10000^(2i/d_model)"),
+            (lambda: _encoding_variant(n, d, exponent=lambda i, dd: -2 * i / dd), "the frequencies grow; "
+             "divide the position by 10000^(2i/d_model), do not multiply"),
+            (lambda: _encoding_variant(n, d, start=1), "the positions start at 1; the first row encodes "
+             "position 0"),
+        ]
+        mistakes.append((lambda: _odd_columns_own_exponent(n, d), "column 2i+1 uses its own index in the "
+                         "exponent; both columns of pair i use 10000^(2i/d_model)"))
+        if got.shape == (n, d):
+            explanation = _first_matching(got, sinusoidal_encoding(n, d), mistakes)
+            if explanation:
+                raise _Failure(f"{label}: wrong values {context}: {explanation}")
+        _compare(got, sinusoidal_encoding(n, d), label, context)
+    return f"{label}: correct for {sizes[0]}, {sizes[1]} and {sizes[2]}"
 
 
 def _odd_columns_own_exponent(n: int, d: int) -> np.ndarray:

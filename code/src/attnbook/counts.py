@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import as_float_array, check_positive_int
+from .validation import as_float_array, check_bool, check_heads, check_positive_int
 
 __all__ = [
     "DECODE_STRATEGIES",
@@ -65,12 +65,6 @@ LAYER_KINDS = ("self-attention", "restricted self-attention", "recurrent", "conv
 #: The three ways of decoding token by token that ``decode_multiply_adds`` counts (the strategies of
 #: ``attnbook.kv_cache.decode``).
 DECODE_STRATEGIES = ("cache", "recompute_kv", "recompute_all")
-
-
-def _checked_flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _checked_kind(kind) -> str:
@@ -125,7 +119,7 @@ def attention_pair_count(n: int, window: int | None = None, causal: bool = False
     ValueError: window must be at least 0, got -1
     """
     n = check_positive_int(n, "n")
-    causal = _checked_flag(causal, "causal")
+    causal = check_bool(causal, "causal")
     w = n - 1 if window is None else min(check_positive_int(window, "window", minimum=0), n - 1)
     if causal:
         return n * (w + 1) - w * (w + 1) // 2
@@ -167,7 +161,7 @@ def self_attention_macs(n: int, d: int, projections: bool = True) -> int:
     """
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
     core = 2 * n * n * d
-    return core + 3 * n * d * d if _checked_flag(projections, "projections") else core
+    return core + 3 * n * d * d if check_bool(projections, "projections") else core
 
 
 def rnn_macs(n: int, d_in: int, d_h: int | None = None) -> int:
@@ -639,7 +633,7 @@ def self_attention_parameter_count(d_model: int, d_k: int, d_v: int | None = Non
     d_model = check_positive_int(d_model, "d_model")
     d_k = check_positive_int(d_k, "d_k")
     d_v = d_k if d_v is None else check_positive_int(d_v, "d_v")
-    bias = _checked_flag(bias, "bias")
+    bias = check_bool(bias, "bias")
     weights = d_model * d_k + d_model * d_k + d_model * d_v  # W_Q, W_K, W_V
     biases = d_k + d_k + d_v  # b_Q, b_K, b_V
     return weights + (biases if bias else 0)
@@ -677,11 +671,8 @@ def count_multi_head_parameters(d_model: int, n_heads: int, bias: bool = True) -
     ValueError: d_model = 10 is not divisible by n_heads = 4; each head needs d_model / n_heads dimensions
     """
     d_model = check_positive_int(d_model, "d_model")
-    n_heads = check_positive_int(n_heads, "n_heads")
-    if d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} is not divisible by n_heads = {n_heads}; "
-                         "each head needs d_model / n_heads dimensions")
-    bias = _checked_flag(bias, "bias")
+    check_heads(d_model, n_heads)
+    bias = check_bool(bias, "bias")
     return 4 * d_model * d_model + (4 * d_model if bias else 0)
 
 
@@ -737,8 +728,8 @@ def transformer_parameter_count(d_model: int, d_ff: int, n_heads: int, n_layers:
     d_ff = check_positive_int(d_ff, "d_ff")
     n_layers = check_positive_int(n_layers, "n_layers")
     vocab_size = check_positive_int(vocab_size, "vocab_size")
-    shared_embeddings = _checked_flag(shared_embeddings, "shared_embeddings")
-    tied_output = _checked_flag(tied_output, "tied_output")
+    shared_embeddings = check_bool(shared_embeddings, "shared_embeddings")
+    tied_output = check_bool(tied_output, "tied_output")
     n_dec = n_layers if n_decoder_layers is None else check_positive_int(n_decoder_layers, "n_decoder_layers")
     attention = count_multi_head_parameters(d_model, n_heads)  # 4 d^2 + 4 d
     feed_forward = d_model * d_ff + d_ff + d_ff * d_model + d_model

@@ -1,25 +1,60 @@
-"""Boolean attention masks. Convention: True = the query may attend to that key.
+"""Boolean attention masks (True = the query may attend to that key), and their additive form.
+
+Papers and most libraries write masks *additively* instead: a bias of 0 where attention is allowed
+and ``-inf`` where it is not, added to the scores before the softmax. :func:`additive_mask` and
+:func:`mask_from_additive` convert between the two; :func:`plain_softmax` shows what a softmax
+without this package's rule for fully masked rows does (it returns NaN), and
+:func:`fully_masked_rows` finds those rows.
 
 >>> causal_mask(3).astype(int).tolist()
+[[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+>>> additive_mask(causal_mask(3)).tolist()
+[[0.0, -inf, -inf], [0.0, 0.0, -inf], [0.0, 0.0, 0.0]]
+>>> mask_from_additive(additive_mask(causal_mask(3))).astype(int).tolist()
 [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .validation import as_bool_mask, check_positive_int
+from .validation import as_bool_mask, as_float_array, check_bool, check_logits, check_min_ndim, check_positive_int
 
-__all__ = ["banded_mask", "causal_mask", "graph_mask", "padding_mask"]
+__all__ = [
+    "additive_mask",
+    "banded_mask",
+    "causal_mask",
+    "fully_masked_rows",
+    "graph_mask",
+    "mask_from_additive",
+    "padding_mask",
+    "plain_softmax",
+]
 
 
 def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
-    """Mask that lets query ``i`` see key ``j`` only when ``j`` is not in its future.
+    r"""Mask that lets query ``i`` see key ``j`` only when ``j`` is not in its future.
 
-    With ``n_k`` omitted the mask is square, ``(n_q, n_q)``, True on and below the diagonal.
-    With ``n_k > n_q`` (new queries appended to a longer context, as when decoding with a cache)
-    the queries are aligned with the *last* ``n_q`` keys: query ``i`` sees keys ``0 .. i + n_k - n_q``.
+    .. math:: M_{ij} = [\, j \le i + (n_k - n_q) \,]
 
+    Parameters
+    ----------
+    n_q : int
+        Number of queries.
+    n_k : int, optional
+        Number of keys; default ``n_q`` (a square mask, True on and below the diagonal). With
+        ``n_k > n_q`` (new queries appended to a longer context, as when decoding with a cache) the
+        queries are aligned with the *last* ``n_q`` keys: query ``i`` sees keys ``0 .. i + n_k - n_q``.
+
+    Returns
+    -------
+    ndarray of bool
+        ``(n_q, n_k)``, True where the query may attend.
+
+    Examples
+    --------
     >>> causal_mask(2, 4).astype(int).tolist()
     [[1, 1, 1, 0], [1, 1, 1, 1]]
     >>> causal_mask(3, 2)
@@ -39,13 +74,28 @@ def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:
 
 
 def padding_mask(lengths, n: int | None = None) -> np.ndarray:
-    """Key mask for a batch of sequences padded to a common length ``n``: shape ``(batch, 1, n)``.
+    r"""Key mask for a batch of sequences padded to a common length ``n``: shape ``(batch, 1, n)``.
 
-    Entry ``[b, 0, j]`` is True when position ``j`` is a real token of sequence ``b``
-    (``j < lengths[b]``). The middle axis of size 1 broadcasts over the queries, so the mask can be
-    passed straight to attention of shape ``(batch, n, n)``. Padded *queries* still attend to the real
-    keys; their outputs are meaningless and are ignored downstream (e.g. by the loss).
+    .. math:: M_{b0j} = [\, j < \text{lengths}_b \,]
 
+    The middle axis of size 1 broadcasts over the queries, so the mask can be passed straight to
+    attention of shape ``(batch, n, n)``. Padded *queries* still attend to the real keys; their
+    outputs are meaningless and are ignored downstream (e.g. by the loss).
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        The real length of each sequence, each at least 1.
+    n : int, optional
+        The padded length; default ``max(lengths)``.
+
+    Returns
+    -------
+    ndarray of bool
+        ``(batch, 1, n)``, True where position ``j`` is a real token of sequence ``b``.
+
+    Examples
+    --------
     >>> padding_mask([3, 1], 4).astype(int).tolist()
     [[[1, 1, 1, 0]], [[1, 0, 0, 0]]]
     >>> padding_mask([5], 4)
@@ -70,11 +120,28 @@ def padding_mask(lengths, n: int | None = None) -> np.ndarray:
 
 
 def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
-    """Truncated (banded) self-attention: query ``i`` sees keys ``j`` with ``|i - j| <= window``.
+    r"""Truncated (banded) self-attention: query ``i`` sees keys ``j`` with ``|i - j| <= window``.
 
-    With ``causal=True`` only the past part of the band is kept: ``i - window <= j <= i``. Used for
-    long sequences such as speech, where each frame needs only a local context.
+    .. math:: M_{ij} = [\, |i - j| \le w \,] \quad\text{or, causal,}\quad [\, i - w \le j \le i \,]
 
+    Used for long sequences such as speech, where each frame needs only a local context.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length.
+    window : int
+        How many neighbours on each side a query sees (0 = only itself).
+    causal : bool
+        Keep only the past part of the band.
+
+    Returns
+    -------
+    ndarray of bool
+        ``(n, n)``.
+
+    Examples
+    --------
     >>> banded_mask(4, 1).astype(int).tolist()
     [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]]
     >>> banded_mask(3, 1, causal=True).astype(int).tolist()
@@ -82,19 +149,31 @@ def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
     """
     n = check_positive_int(n, "n")
     window = check_positive_int(window, "window", minimum=0)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    causal = check_bool(causal, "causal")
     offset = np.arange(n)[None, :] - np.arange(n)[:, None]  # (n, n): j - i
     band = np.abs(offset) <= window  # (n, n)
     return band & (offset <= 0) if causal else band
 
 
 def graph_mask(adjacency, self_loops: bool = True) -> np.ndarray:
-    """Attention restricted to the edges of a graph: node ``i`` attends to ``j`` iff ``adjacency[i, j]``.
+    r"""Attention restricted to the edges of a graph: node ``i`` attends to ``j`` iff ``adjacency[i, j]``.
 
-    ``adjacency`` is a square boolean or integer 0/1 matrix; with ``self_loops`` every node also sees
-    itself (so no row is fully masked unless asked for). The result is a new array, never the input.
+    .. math:: M = A \lor I \quad\text{(with self-loops)}
 
+    Parameters
+    ----------
+    adjacency : array_like
+        Square boolean or integer 0/1 matrix ``(n_nodes, n_nodes)``.
+    self_loops : bool
+        Every node also sees itself (so no row is fully masked unless asked for).
+
+    Returns
+    -------
+    ndarray of bool
+        ``(n_nodes, n_nodes)``, a new array, never the input.
+
+    Examples
+    --------
     >>> graph_mask([[0, 1, 0], [1, 0, 1], [0, 1, 0]]).astype(int).tolist()
     [[1, 1, 0], [1, 1, 1], [0, 1, 1]]
     >>> graph_mask([[0, 1, 0], [1, 0, 1]])
@@ -102,11 +181,149 @@ def graph_mask(adjacency, self_loops: bool = True) -> np.ndarray:
     ...
     ValueError: adjacency has shape (2, 3); expected a square matrix (n_nodes, n_nodes)
     """
-    if not isinstance(self_loops, bool):
-        raise TypeError(f"self_loops must be True or False, got {self_loops!r}")
+    self_loops = check_bool(self_loops, "self_loops")
     edges = as_bool_mask(adjacency, "adjacency")  # (n, n)
     if edges.ndim != 2 or edges.shape[0] != edges.shape[1]:
         raise ValueError(f"adjacency has shape {edges.shape}; expected a square matrix (n_nodes, n_nodes)")
     if self_loops:
         return edges | np.eye(edges.shape[0], dtype=bool)  # (n, n)
     return edges.copy()  # (n, n)
+
+
+def additive_mask(mask, fill: float = -np.inf, dtype=np.float64) -> np.ndarray:
+    r"""The additive form of a boolean ``mask``: 0 where True (may attend), ``fill`` where False.
+
+    .. math:: B_{ij} = 0 \text{ if } M_{ij} \text{ else } \text{fill}, \qquad
+              \operatorname{softmax}(S + B) = \operatorname{softmax}(S, M) \text{ on rows with an allowed key}
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        True where attention is allowed.
+    fill : float
+        A negative number: ``-inf`` (the default, exact) or a large finite number such as ``-1e9``
+        (approximate, and a fully masked row then gets the weights of the *unmasked* row, since
+        adding a constant to a whole row does not change its softmax).
+    dtype : numpy float dtype
+        The type of the bias.
+
+    Returns
+    -------
+    ndarray
+        The bias, shaped like ``mask``.
+
+    Examples
+    --------
+    >>> additive_mask([[True, False]], fill=-1e9).tolist()
+    [[0.0, -1000000000.0]]
+    >>> additive_mask([[True, False]], fill=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: fill must be a negative number or -inf (the bias of a masked pair), got 0.0
+    """
+    mask = as_bool_mask(mask)  # (..., n_q, n_k)
+    if isinstance(fill, bool) or not isinstance(fill, (int, float, np.integer, np.floating)):
+        raise TypeError(f"fill must be a real number (the bias of a masked pair), got {fill!r}")
+    if math.isnan(fill) or not fill < 0:
+        raise ValueError(f"fill must be a negative number or -inf (the bias of a masked pair), got {fill!r}")
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"dtype must be a floating-point type (the mask is added to scores), got {dtype}")
+    return np.where(mask, dtype.type(0), dtype.type(fill))  # (..., n_q, n_k)
+
+
+def mask_from_additive(bias) -> np.ndarray:
+    r"""The boolean mask of an additive one: True where ``bias`` is finite, False where it is ``-inf``.
+
+    .. math:: M_{ij} = [\, B_{ij} > -\infty \,]
+
+    Any finite bias (0, or a learned or positional bias) counts as allowed; only ``-inf`` excludes
+    a pair.
+
+    Parameters
+    ----------
+    bias : array_like
+        Real biases; NaN and ``+inf`` are refused.
+
+    Returns
+    -------
+    ndarray of bool
+        Shaped like ``bias``.
+
+    Examples
+    --------
+    >>> mask_from_additive([[0.0, -np.inf, -2.5]]).tolist()
+    [[True, False, True]]
+    >>> mask_from_additive([[0.0, np.inf]])
+    Traceback (most recent call last):
+    ...
+    ValueError: bias contains +inf at index (0, 1); attention inputs must be finite numbers
+    """
+    bias = as_float_array(bias, "bias", allow_neg_inf=True)  # (..., n_q, n_k)
+    return ~np.isneginf(bias)  # (..., n_q, n_k)
+
+
+def plain_softmax(x, axis: int = -1) -> np.ndarray:
+    r"""Softmax as the textbook formula computes it, with no special rule for fully masked slices.
+
+    .. math:: \frac{e^{x_i - m}}{\sum_j e^{x_j - m}}, \quad m = \max_j x_j
+
+    Logits of ``-inf`` get weight 0, as in :func:`attnbook.softmax`; but a slice whose logits are
+    *all* ``-inf`` comes out as NaN, because its maximum is ``-inf`` and ``-inf - (-inf)`` is NaN
+    (without the shift it would be ``0/0``). This is what ``torch.softmax`` and most frameworks'
+    plain softmax return. Floating-point warnings are silenced: the NaN is the documented result.
+
+    Parameters
+    ----------
+    x : array_like
+        Real logits, at least one dimension; ``-inf`` allowed.
+    axis : int
+        The axis normalised.
+
+    Returns
+    -------
+    ndarray
+        Shaped like ``x``; NaN on slices with no finite logit.
+
+    Examples
+    --------
+    >>> print(plain_softmax([[0.0, np.log(3.0)], [-np.inf, -np.inf]]))
+    [[0.25 0.75]
+     [ nan  nan]]
+    """
+    logits, axis, _ = check_logits(x, axis)  # (..., n, ...)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = logits - logits.max(axis=axis, keepdims=True)  # (..., n, ...); NaN on all -inf slices
+        exps = np.exp(shifted)  # (..., n, ...)
+        return exps / exps.sum(axis=axis, keepdims=True)  # (..., n, ...)
+
+
+def fully_masked_rows(mask) -> np.ndarray:
+    r"""Which queries have no allowed key at all: ``~mask.any(axis=-1)``.
+
+    .. math:: r_i = \lnot \bigvee_j M_{ij}
+
+    By the package's convention such a query gets all-zero weights and a zero output.
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        ``(..., n_q, n_k)``.
+
+    Returns
+    -------
+    ndarray of bool
+        ``(..., n_q)``.
+
+    Examples
+    --------
+    >>> fully_masked_rows([[False, False], [True, False]]).tolist()
+    [True, False]
+    >>> fully_masked_rows([True, False])
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (2,) but needs at least 2 dimensions, laid out as (..., n_q, n_k)
+    """
+    mask = as_bool_mask(mask)  # (..., n_q, n_k)
+    check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
+    return ~mask.any(axis=-1)  # (..., n_q)

@@ -31,7 +31,7 @@ import numpy as np
 
 from .attention import AttentionResult, scaled_dot_product_attention
 from .softmax import softmax
-from .validation import as_float_array, check_positive_int, check_shape
+from .validation import as_float_array, check_bool, check_positive_int, check_shape
 
 __all__ = [
     "conv1d",
@@ -134,9 +134,8 @@ def conv1d(x, kernel, bias=None, *, causal: bool = False, dilation: int = 1) -> 
     ...
     ValueError: kernel has shape (2,); expected an odd number of taps (k,), one weight per offset -(k-1)/2 .. (k-1)/2
     """
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
-    x, w, single = _checked_conv_inputs(x, kernel, bool(causal))  # (..., n, c_in), (k, c_in, c_out)
+    causal = check_bool(causal, "causal")
+    x, w, single = _checked_conv_inputs(x, kernel, causal)  # (..., n, c_in), (k, c_in, c_out)
     dilation = check_positive_int(dilation, "dilation")
     n, k = x.shape[-2], w.shape[0]
     offsets = [-j * dilation for j in range(k)] if causal else [(tap - k // 2) * dilation for tap in range(k)]

@@ -20,9 +20,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import AttentionResult, scaled_dot_product_attention
-from .projections import _project
-from .validation import as_bool_mask, as_float_array, check_min_ndim, check_positive_int
+from .attention import AttentionResult, attend, project
+from .validation import (
+    as_float_array,
+    check_head_batches,
+    check_head_mask,
+    check_heads,
+    check_min_ndim,
+    check_positive_int,
+)
 
 __all__ = [
     "MultiHeadWeights",
@@ -47,19 +53,24 @@ class MultiHeadWeights(NamedTuple):
     b_o: np.ndarray  # (d_model,)
 
 
-def _check_heads(d_model: int, n_heads) -> int:
-    n_heads = check_positive_int(n_heads, "n_heads")
-    if d_model % n_heads:
-        raise ValueError(
-            f"d_model = {d_model} is not divisible by n_heads = {n_heads}; "
-            "each head needs d_model / n_heads dimensions"
-        )
-    return n_heads
-
-
 def split_heads(x, n_heads: int) -> np.ndarray:
-    """``(..., n, d_model)`` -> ``(..., n_heads, n, d_model / n_heads)``: head i gets columns i*d_head..
+    """``(..., n, d_model)`` -> ``(..., n_heads, n, d_model / n_heads)``: head i gets columns ``i*d_head ..``.
 
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` token vectors.
+    n_heads : int
+        The number of heads; must divide ``d_model``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n_heads, n, d_head)`` with ``d_head = d_model / n_heads``: head ``i`` holds the
+        columns ``i d_head .. (i + 1) d_head - 1`` of every token.
+
+    Examples
+    --------
     >>> split_heads(np.arange(8.0).reshape(1, 8), 2)[:, 0].tolist()
     [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
     >>> split_heads(np.ones((3, 10)), 4)
@@ -69,8 +80,16 @@ def split_heads(x, n_heads: int) -> np.ndarray:
     """
     x = as_float_array(x, "x")  # (..., n, d_model)
     check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    return to_heads(x, check_heads(x.shape[-1], n_heads))
+
+
+def to_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """Unchecked kernel of :func:`split_heads`: ``(..., n, d_model)`` -> ``(..., n_heads, n, d_head)``.
+
+    >>> to_heads(np.arange(4.0).reshape(1, 4), 2).shape
+    (2, 1, 2)
+    """
     *lead, n, d_model = x.shape
-    n_heads = _check_heads(d_model, n_heads)
     heads = x.reshape(*lead, n, n_heads, d_model // n_heads)  # (..., n, h, d_head)
     return np.swapaxes(heads, -3, -2)  # (..., h, n, d_head)
 
@@ -78,19 +97,56 @@ def split_heads(x, n_heads: int) -> np.ndarray:
 def merge_heads(x) -> np.ndarray:
     """``(..., n_heads, n, d_head)`` -> ``(..., n, n_heads * d_head)``; the inverse of :func:`split_heads`.
 
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n_heads, n, d_head)`` the heads' outputs.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, n_heads d_head)``: the heads of each token side by side.
+
+    Examples
+    --------
     >>> x = np.random.default_rng(0).standard_normal((2, 3, 8))
     >>> bool(np.array_equal(merge_heads(split_heads(x, 4)), x))
     True
     """
     x = as_float_array(x, "x")  # (..., h, n, d_head)
     check_min_ndim(x, "x", 3, "(..., n_heads, n, d_head)")
+    return from_heads(x)
+
+
+def from_heads(x: np.ndarray) -> np.ndarray:
+    """Unchecked kernel of :func:`merge_heads`: ``(..., n_heads, n, d_head)`` -> ``(..., n, d_model)``.
+
+    >>> from_heads(np.ones((2, 3, 4))).shape
+    (3, 8)
+    """
     *lead, h, n, d_head = x.shape
     return np.swapaxes(x, -3, -2).reshape(*lead, n, h * d_head)  # (..., n, d_model)
 
 
 def init_multi_head_weights(d_model: int, seed: int = 0) -> MultiHeadWeights:
-    """Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
+    r"""Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
 
+    .. math:: W \sim \mathcal{U}\left(-\sqrt{6 / (2 d_\text{model})}, \sqrt{6 / (2 d_\text{model})}\right)
+
+    Parameters
+    ----------
+    d_model : int
+        The model width.
+    seed : int or numpy Generator
+        Seed of the generator.
+
+    Returns
+    -------
+    MultiHeadWeights
+        Four ``(d_model, d_model)`` matrices and four ``(d_model,)`` zero biases.
+
+    Examples
+    --------
     >>> w = init_multi_head_weights(4, seed=0)
     >>> w.w_q.shape, w.b_o.shape
     ((4, 4), (4,))
@@ -121,19 +177,70 @@ def _checked_weights(weights, d_model: int) -> MultiHeadWeights:
 
 def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: int,
                          mask=None) -> AttentionResult:
-    """Multi-head attention of ``query`` ``(..., n_q, d_model)`` over ``key``/``value`` ``(..., n_k, d_model)``.
+    r"""Multi-head attention of ``query`` over ``key`` and ``value``: h heads on ``d_model / h`` slices, then ``W_O``.
 
-    Returns ``(output (..., n_q, d_model), weights (..., n_heads, n_q, n_k))``. ``mask`` (True = may
-    attend) has shape ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
-    ``(batch, n_heads, n_q | 1, n_k)`` with one mask per head.
+    .. math:: \operatorname{MultiHead}(X_q, X_{kv}) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_h) W_O + b_O,
+              \quad \text{head}_i = \operatorname{Attention}(X_q W_Q^{(i)}, X_{kv} W_K^{(i)}, X_{kv} W_V^{(i)})
+
     Self-attention passes the same array three times; cross-attention passes the decoder states as
     ``query`` and the encoder output as ``key`` and ``value``.
 
+    Parameters
+    ----------
+    query : array_like
+        ``(..., n_q, d_model)``.
+    key, value : array_like
+        ``(..., n_k, d_model)``.
+    weights : MultiHeadWeights
+        See :func:`init_multi_head_weights`.
+    n_heads : int
+        The number of heads; must divide ``d_model``.
+    mask : array_like of bool, optional
+        True = may attend: ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
+        ``(batch, n_heads | 1, n_q | 1, n_k)`` with one mask per head.
+
+    Returns
+    -------
+    AttentionResult
+        ``output`` ``(..., n_q, d_model)`` and ``weights`` ``(..., n_heads, n_q, n_k)``.
+
+    Examples
+    --------
     >>> w = init_multi_head_weights(6, seed=0)
+    >>> out, attn = multi_head_attention(np.ones((2, 6)), np.ones((3, 6)), np.ones((3, 6)), w, n_heads=2)
+    >>> out.shape, attn.shape
+    ((2, 6), (2, 2, 3))
     >>> multi_head_attention(np.ones((2, 6)), np.ones((3, 4)), np.ones((3, 4)), w, n_heads=2)
     Traceback (most recent call last):
     ...
     ValueError: query has shape (2, 6) but key has shape (3, 4); both need the model width d_model in the last dimension
+    """
+    query, key, value, w, n_heads, mask = check_multi_head_inputs(query, key, value, weights, n_heads, mask)
+    return multi_head(query, key, value, w, n_heads, mask)
+
+
+def check_multi_head_inputs(query, key, value, weights, n_heads, mask=None) -> tuple:
+    """Every check of :func:`multi_head_attention`, in one call; returns its arguments checked.
+
+    Parameters
+    ----------
+    query, key, value, weights, n_heads, mask
+        As in :func:`multi_head_attention`.
+
+    Returns
+    -------
+    tuple
+        ``(query, key, value, weights, n_heads, mask)``: float arrays, the weights as float
+        arrays, ``n_heads`` as an int, and the mask as booleans laid out ``(..., h | 1, n_q | 1, n_k)``
+        (or None).
+
+    Examples
+    --------
+    >>> w = init_multi_head_weights(4, seed=0)
+    >>> check_multi_head_inputs(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), w, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model = 4 is not divisible by n_heads = 3; each head needs d_model / n_heads dimensions
     """
     query = as_float_array(query, "query")  # (..., n_q, d_model)
     key = as_float_array(key, "key")  # (..., n_k, d_model)
@@ -150,36 +257,64 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key has shape {key.shape} but value has shape {value.shape}; "
                          "they need the same number of positions n_k")
-    n_heads = _check_heads(d_model, n_heads)
-    w = _checked_weights(weights, d_model)
-    q = _project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
-    k = _project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
-    v = _project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
-    q = split_heads(q, n_heads)  # (..., h, n_q, d_head)
-    k = split_heads(k, n_heads)  # (..., h, n_k, d_head)
-    v = split_heads(v, n_heads)  # (..., h, n_k, d_head)
+    n_heads = check_heads(d_model, n_heads)
+    weights = _checked_weights(weights, d_model)
     if mask is not None:
-        mask = as_bool_mask(mask)
-        if mask.ndim == 3:
-            mask = mask[:, None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
-        elif mask.ndim > 4:
-            raise ValueError(
-                f"mask has shape {mask.shape}; expected (n_q, n_k), (batch, n_q | 1, n_k) or, one mask "
-                "per head, (batch, n_heads | 1, n_q | 1, n_k)"
-            )
-    heads, attention = scaled_dot_product_attention(q, k, v, mask=mask)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
-    output = _project(merge_heads(heads), w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
-                      w.b_o)  # (..., n_q, d_model)
+        mask = check_head_mask(mask, query.shape[-2], key.shape[-2],
+                               context=f" (query has shape {query.shape}, key has shape {key.shape})")
+    check_head_batches({"query": query.shape, "key": key.shape, "value": value.shape}, mask)
+    return query, key, value, weights, n_heads, mask
+
+
+def multi_head(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHeadWeights, n_heads: int,
+               mask=None) -> AttentionResult:
+    """Unchecked kernel of :func:`multi_head_attention`, on arguments that :func:`check_multi_head_inputs` passed.
+
+    >>> w = init_multi_head_weights(4, seed=0)
+    >>> multi_head(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), w, 2).weights.shape
+    (2, 2, 3)
+    """
+    q = project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
+    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
+    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
+    dtype = np.result_type(q, k, v, np.float32)  # scores in at least float32, as in attention
+    q = to_heads(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
+    k = to_heads(k.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
+    v = to_heads(v.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
+    heads, attention = attend(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1]))  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+    output = project(from_heads(heads), w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
+                     w.b_o)  # (..., n_q, d_model)
     return AttentionResult(output, attention)
 
 
 def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,
                                   out_proj_bias) -> MultiHeadWeights:
-    """Convert the parameters of ``torch.nn.MultiheadAttention`` (as numpy arrays) to this package's layout.
+    r"""Convert the parameters of ``torch.nn.MultiheadAttention`` (as numpy arrays) to this package's layout.
+
+    .. math:: W_Q = (W_\text{in}[0{:}d])^\top, \; W_K = (W_\text{in}[d{:}2d])^\top, \;
+              W_V = (W_\text{in}[2d{:}3d])^\top, \; W_O = W_\text{out}^\top
 
     PyTorch stores ``in_proj_weight`` as ``(3 d_model, d_model)`` (Q, K, V stacked) and computes
     ``y = x W^T + b``; this package computes ``y = x W + b``, so each block is transposed.
 
+    Parameters
+    ----------
+    in_proj_weight : array_like
+        ``(3 d_model, d_model)``.
+    in_proj_bias : array_like
+        ``(3 d_model,)``.
+    out_proj_weight : array_like
+        ``(d_model, d_model)``.
+    out_proj_bias : array_like
+        ``(d_model,)``.
+
+    Returns
+    -------
+    MultiHeadWeights
+        The same layer in this package's layout.
+
+    Examples
+    --------
     >>> d = 4
     >>> w = multi_head_weights_from_torch(np.ones((3 * d, d)), np.zeros(3 * d), np.eye(d), np.zeros(d))
     >>> w.w_q.shape, w.b_v.shape

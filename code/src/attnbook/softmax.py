@@ -1,4 +1,4 @@
-"""Numerically stable softmax with an optional boolean mask, and its Jacobian.
+"""Numerically stable softmax with an optional boolean mask, its Jacobian, and ReLU weights.
 
 Stability comes from subtracting the largest allowed logit of each slice before ``exp``: the
 result is mathematically unchanged (softmax is invariant to adding a constant to every logit of a
@@ -7,6 +7,9 @@ slice) and ``exp`` then only ever sees numbers <= 0, so it cannot overflow, in f
 Masked positions (``mask`` False, or a logit of ``-inf``) get weight exactly 0. A slice in which
 every position is masked has no distribution to normalise; by this package's convention its
 weights are all 0 (not NaN), so an attention output built from it is the zero vector.
+
+Softmax is the usual way to turn scores into weights but not the only one: :func:`relu_weights`
+keeps ``max(s, 0)``, optionally normalised.
 
 >>> import numpy as np
 >>> print(np.round(softmax([1.0, 2.0, 3.0]), 4))
@@ -19,34 +22,36 @@ weights are all 0 (not NaN), so an attention output built from it is the zero ve
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from .validation import as_bool_mask, as_float_array, check_axis
+from .validation import as_float_array, check_bool, check_logits, overflow_error
 
-__all__ = ["softmax", "softmax_jacobian", "softmax_rows_in_place"]
-
-_PARALLEL_FROM = 1 << 18  # below this many entries, handing rows to threads costs more than it saves
-_POOL: list[ThreadPoolExecutor] = []
+__all__ = ["relu_weights", "softmax", "softmax_jacobian"]
 
 
 def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
-    """Softmax of ``x`` along ``axis``; positions where ``mask`` is False get weight 0.
+    r"""Softmax of ``x`` along ``axis``; positions where ``mask`` is False get weight 0.
+
+    .. math:: \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}}, \quad m = \max_j x_j
 
     Parameters
     ----------
-    x : array_like of real numbers, any shape with at least one dimension. ``-inf`` is allowed and
-        means "masked"; NaN and ``+inf`` raise ``ValueError``.
-    axis : the axis that is normalised to sum to 1.
-    mask : optional boolean array that broadcasts to ``x.shape``; True = the position takes part.
+    x : array_like
+        Real logits, any shape with at least one dimension. ``-inf`` is allowed and means
+        "masked"; NaN and ``+inf`` raise ``ValueError``.
+    axis : int
+        The axis that is normalised to sum to 1.
+    mask : array_like of bool, optional
+        Broadcasts to ``x.shape``; True = the position takes part.
 
     Returns
     -------
-    An array of the shape and float dtype of ``x``: non-negative, each slice along ``axis`` summing
-    to 1, or to 0 when the whole slice is masked (or empty).
+    ndarray
+        The shape and float dtype of ``x``: non-negative, each slice along ``axis`` summing to 1,
+        or to 0 when the whole slice is masked (or empty).
 
+    Examples
+    --------
     >>> print(softmax([[0.0, 0.0], [0.0, np.log(3.0)]]))
     [[0.5  0.5 ]
      [0.25 0.75]]
@@ -55,33 +60,74 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
     ...
     ValueError: mask has shape (1, 3) but x has shape (1, 2); the mask must broadcast to x
     """
-    logits = as_float_array(x, "x", allow_neg_inf=True)  # (..., n, ...)
-    if logits.ndim == 0:
-        raise ValueError("x is a scalar; softmax needs at least one dimension to normalise over")
-    axis = check_axis(axis, logits.ndim)
-    allowed = ~np.isneginf(logits)  # (same shape as logits); -inf means "masked"
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        try:
-            mask = np.broadcast_to(mask, logits.shape)  # (same shape as logits)
-        except ValueError:
-            raise ValueError(
-                f"mask has shape {mask.shape} but x has shape {logits.shape}; "
-                "the mask must broadcast to x"
-            ) from None
-        allowed = allowed & mask
+    logits, axis, allowed = check_logits(x, axis, mask)  # (..., n, ...) each
     weights = np.moveaxis(logits, axis, -1).copy()  # (..., n): the normalised axis last
-    softmax_rows_in_place(weights, np.moveaxis(np.broadcast_to(allowed, logits.shape), axis, -1))
+    softmax_rows(weights, np.moveaxis(allowed, axis, -1))  # (..., n), in place
     return np.moveaxis(weights, -1, axis)  # (same shape as logits)
 
 
+def softmax_rows(scores: np.ndarray, allowed=None) -> np.ndarray:
+    """Unchecked kernel: overwrite ``scores`` ``(..., n)`` with its softmax along the last axis.
+
+    ``allowed`` (boolean, broadcasting to ``scores``) marks the entries that take part; the others
+    get weight 0, and a row with no allowed entry becomes all zeros. Each row is shifted by its own
+    maximum before ``exp``, so nothing overflows. Scores that overflowed are refused: a row whose
+    allowed entries include NaN or ``+inf``, or are all ``-inf``, raises ``ValueError``. Returns
+    ``scores``, or a new array of the broadcast shape when ``allowed`` has more batch dimensions.
+
+    >>> s = np.array([[1000.0, 1000.0], [0.0, np.log(3.0)]])
+    >>> print(softmax_rows(s))
+    [[0.5  0.5 ]
+     [0.25 0.75]]
+    """
+    if allowed is not None:
+        full = np.broadcast_shapes(scores.shape, np.shape(allowed))
+        if full != scores.shape:  # a mask with more (batch, head) dimensions than the scores
+            scores = np.broadcast_to(scores, full).copy()  # (..., n)
+        np.copyto(scores, -np.inf, where=~allowed)  # (..., n)
+    if scores.shape[-1] == 0:  # no entries at all: nothing to normalise, like a fully masked row
+        return scores
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
+    if not np.all(np.isfinite(row_max)):
+        # a row whose largest allowed score is -inf has no finite score left: fully masked when no
+        # entry is allowed, but an overflow when its allowed scores all overflowed to -inf
+        lost = np.isneginf(row_max)  # (..., 1)
+        if allowed is not None:
+            lost &= np.broadcast_to(allowed, scores.shape).any(axis=-1, keepdims=True)  # (..., 1)
+        if np.any(np.isnan(row_max) | np.isposinf(row_max) | lost):
+            raise overflow_error(scores.dtype)
+        row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
+    scores -= row_max  # (..., n): every entry <= 0, so exp cannot overflow
+    np.exp(scores, out=scores)  # (..., n)
+    with np.errstate(over="ignore"):
+        totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
+    if not np.all(np.isfinite(totals)):  # a float16 row of more than 65504 entries: sum it in float32
+        totals = scores.sum(axis=-1, keepdims=True, dtype=np.float32)  # (..., 1)
+    np.divide(1, totals, out=totals, where=totals > 0)  # (..., 1): reciprocals; 0 rows stay 0
+    scores *= totals  # (..., n): rows sum to 1, fully masked rows stay 0
+    return scores
+
+
 def softmax_jacobian(weights) -> np.ndarray:
-    """Jacobian of softmax at the point whose output is ``weights``: ``diag(a) - a a^T``.
+    r"""Jacobian of softmax at the point whose output is ``weights``: ``diag(a) - a a^T``.
 
-    ``weights`` has shape ``(..., n)`` (the softmax output along its last axis); the result has
-    shape ``(..., n, n)`` with entry ``[i, j] = d a_i / d s_j``. Its size shrinks as softmax
-    saturates (one weight near 1), which is why unscaled logits slow learning.
+    .. math:: \frac{\partial a_i}{\partial s_j} = a_i (\delta_{ij} - a_j)
 
+    Its size shrinks as softmax saturates (one weight near 1), which is why unscaled logits slow
+    learning.
+
+    Parameters
+    ----------
+    weights : array_like
+        ``(..., n)``: a softmax output along its last axis (non-negative, slices summing to 1).
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, n)`` with entry ``[i, j] = d a_i / d s_j``.
+
+    Examples
+    --------
     >>> print(softmax_jacobian([0.5, 0.5]))
     [[ 0.25 -0.25]
      [-0.25  0.25]]
@@ -116,86 +162,49 @@ def softmax_jacobian(weights) -> np.ndarray:
     return diagonal - outer
 
 
-def softmax_rows_in_place(scores: np.ndarray, allowed=None) -> None:
-    """Overwrite ``scores`` ``(..., n)`` with its softmax along the last axis: the one kernel behind
-    :func:`softmax` and :func:`attnbook.scaled_dot_product_attention`.
 
-    ``allowed`` (boolean, broadcasting to ``scores``) marks the entries that take part; the others get
-    weight 0, and a row with no allowed entry becomes all zeros. Scores that overflowed are refused:
-    a row whose allowed entries include NaN or ``+inf``, or are all ``-inf``, raises ``ValueError``.
-    Each row is shifted by its own maximum before ``exp``, so nothing overflows, and a row's result
-    never depends on the other rows. The work is row-local, so large arrays are split by
-    rows over the machine's cores (numpy releases the GIL inside its loops).
 
-    >>> s = np.array([[1000.0, 1000.0], [0.0, np.log(3.0)]])
-    >>> softmax_rows_in_place(s)
-    >>> print(s)
-    [[0.5  0.5 ]
-     [0.25 0.75]]
+def relu_weights(scores, axis: int = -1, mask=None, normalize: bool = False) -> np.ndarray:
+    r"""``max(scores, 0)``, zero where ``mask`` is False; divided by its sum along ``axis`` if ``normalize``.
+
+    .. math:: w_i = \frac{\max(s_i, 0)}{\sum_j \max(s_j, 0)} \quad \text{(normalised)}
+
+    ReLU weights are non-negative but do not sum to 1 unless normalised, so the attention output is
+    then no longer guaranteed to lie in the convex hull of the values. A slice whose ReLU sum is 0
+    (all scores <= 0, or all masked) stays all zeros when normalised.
+
+    Parameters
+    ----------
+    scores : array_like
+        Real scores with at least one dimension (``-inf`` is refused).
+    axis : int
+        The axis along which ``normalize`` divides by the sum.
+    mask : array_like of bool, optional
+        Broadcasts to ``scores``; False = weight 0.
+    normalize : bool
+        Divide by the sum along ``axis``.
+
+    Returns
+    -------
+    ndarray
+        The weights, in the shape and float dtype of ``scores``.
+
+    Examples
+    --------
+    >>> print(relu_weights([[2.0, -1.0, 1.0]]))
+    [[2. 0. 1.]]
+    >>> print(np.round(relu_weights([[2.0, -1.0, 1.0]], normalize=True), 4))
+    [[0.6667 0.     0.3333]]
+    >>> relu_weights([[1.0, 2.0]], mask=[[True, False]]).tolist()
+    [[1.0, 0.0]]
     """
-    if scores.shape[-1] == 0:  # no entries at all: nothing to normalise, like a fully masked row
-        return
-    workers = _workers()
-    if workers > 1 and scores.ndim >= 2 and scores.size >= _PARALLEL_FROM and scores.shape[-2] >= workers:
-        if allowed is not None:
-            allowed = np.broadcast_to(allowed, scores.shape)  # (..., rows, n)
-        cuts = np.linspace(0, scores.shape[-2], workers + 1).astype(int)  # (workers + 1,)
-        jobs = [(scores[..., a:b, :], None if allowed is None else allowed[..., a:b, :])
-                for a, b in zip(cuts[:-1], cuts[1:])]
-        list(_pool().map(lambda job: _softmax_rows(*job), jobs))
-    else:
-        _softmax_rows(scores, allowed)
-
-
-def _softmax_rows(scores: np.ndarray, allowed) -> None:
-    if allowed is not None:
-        np.copyto(scores, -np.inf, where=~allowed)  # (..., n)
-    row_max = scores.max(axis=-1, keepdims=True)  # (..., 1)
-    if not np.all(np.isfinite(row_max)):
-        # a row whose largest allowed score is -inf has no finite score left: fully masked when no
-        # entry is allowed, but an overflow when its allowed scores all overflowed to -inf
-        lost = np.isneginf(row_max)  # (..., 1)
-        if allowed is not None:
-            lost &= allowed.any(axis=-1, keepdims=True)  # (..., 1)
-        if np.any(np.isnan(row_max) | np.isposinf(row_max) | lost):
-            raise _scores_overflowed(scores.dtype)
-        row_max[np.isneginf(row_max)] = 0  # fully masked rows: every exp below is exp(-inf) = 0
-    scores -= row_max  # every entry <= 0, so exp cannot overflow
-    np.exp(scores, out=scores)  # (..., n)
-    with np.errstate(over="ignore"):
-        totals = scores.sum(axis=-1, keepdims=True)  # (..., 1), 0 only for fully masked rows
-    if not np.all(np.isfinite(totals)):  # a float16 row of more than 65504 entries: sum it in float32
-        totals = scores.sum(axis=-1, keepdims=True, dtype=np.float32)  # (..., 1)
-    np.divide(1, totals, out=totals, where=totals > 0)  # reciprocals; 0 rows stay 0
-    scores *= totals  # rows sum to 1, fully masked rows stay 0
-
-
-def _scores_overflowed(dtype) -> ValueError:
-    """The error raised when attention scores overflowed to inf (or became NaN) in ``dtype``: the
-    weights are then unknown, and returning zeros or NaN would be wrong in silence."""
-    return ValueError(
-        f"the scores overflowed to inf or NaN in {np.dtype(dtype)}; scale the inputs down or compute in float64"
-    )
-
-
-def _workers() -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return min(4, cores)
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The shared thread pool, started on first use (in each process: see ``_forget_pool_after_fork``)."""
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="attnbook-softmax"))
-    return _POOL[0]
-
-
-def _forget_pool_after_fork() -> None:
-    """In a forked child, drop the parent's pool: its worker threads were not copied by ``fork``, so
-    work handed to it would wait forever (``multiprocessing`` and data loaders fork). The child starts
-    its own pool on first use."""
-    _POOL.clear()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork to survive
-    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+    s, axis, allowed = check_logits(scores, axis, mask, name="scores", allow_neg_inf=False)  # (..., n, ...)
+    normalize = check_bool(normalize, "normalize")
+    weights = np.where(allowed, np.maximum(s, 0), 0).astype(s.dtype, copy=False)  # (..., n, ...)
+    if normalize:
+        with np.errstate(over="ignore"):
+            totals = weights.sum(axis=axis, keepdims=True)  # (..., 1, ...)
+        if not np.all(np.isfinite(totals)):  # a float16 sum above 65504 overflowed: sum in float32
+            totals = weights.sum(axis=axis, keepdims=True, dtype=np.float32)  # (..., 1, ...)
+        weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)  # (..., n, ...)
+    return weights.astype(s.dtype, copy=False)

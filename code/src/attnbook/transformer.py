@@ -19,9 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .masks import causal_mask
-from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head_attention
-from .validation import as_float_array, check_min_ndim, check_positive_int
+from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head
+from .validation import as_float_array, check_head_batches, check_head_mask, check_heads, check_min_ndim, check_positive_int
 
 __all__ = [
     "DecoderLayerResult",
@@ -80,12 +79,29 @@ class DecoderLayerResult(NamedTuple):
 
 
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
-    """Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
+    r"""Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
 
-    The mean and variance are computed in the type of ``x``, and at least in float32 (the variance of
-    a float16 row whose values spread more than about 256 overflows float16); the result has the
-    common float type of ``x``, ``gamma`` and ``beta`` (float64 when they are left out).
+    .. math:: \operatorname{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta
 
+    Parameters
+    ----------
+    x : array_like
+        ``(..., d)`` rows to normalise.
+    gamma, beta : array_like, optional
+        ``(d,)`` scale and shift; default ones and zeros.
+    eps : float
+        Added to the variance.
+
+    Returns
+    -------
+    ndarray
+        ``(..., d)``. The mean and variance are computed in the type of ``x``, and at least in
+        float32 (the variance of a float16 row whose values spread more than about 256 overflows
+        float16); the result has the common float type of ``x``, ``gamma`` and ``beta`` (float64
+        when they are left out).
+
+    Examples
+    --------
     >>> np.round(layer_norm([[1.0, 2.0, 3.0]]), 4).tolist()
     [[-1.2247, 0.0, 1.2247]]
     >>> np.round(layer_norm(np.array([[-1000.0, 0.0, 1000.0]], dtype=np.float16)), 4).tolist()
@@ -101,6 +117,15 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
             raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    return normalize(x, gamma, beta, eps)
+
+
+def normalize(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    """Unchecked kernel of :func:`layer_norm` on arrays that fit.
+
+    >>> normalize(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), 0.0).tolist()
+    [[-1.0, 1.0]]
+    """
     out_dtype = np.result_type(x, gamma, beta)
     x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d); float32 and float64 unchanged
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
@@ -121,8 +146,24 @@ def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeig
 
 
 def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
-    """``max(0, x W_1 + b_1) W_2 + b_2``, applied to every position independently.
+    r"""``max(0, x W_1 + b_1) W_2 + b_2``, applied to every position independently.
 
+    .. math:: \operatorname{FFN}(x) = \max(0, x W_1 + b_1) W_2 + b_2
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` token vectors.
+    weights : FeedForwardWeights
+        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)``, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_model)``.
+
+    Examples
+    --------
     >>> ff = init_feed_forward(4, 8, seed=0)
     >>> feed_forward(np.ones((3, 5)), ff)
     Traceback (most recent call last):
@@ -136,6 +177,16 @@ def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     if x.shape[-1] != w_1.shape[0]:
         raise ValueError(f"x has shape {x.shape} but weights.w_1 has shape {w_1.shape}; "
                          f"x needs d_model = {w_1.shape[0]} columns")
+    return feed(x, FeedForwardWeights(w_1, b_1, w_2, b_2))
+
+
+def feed(x: np.ndarray, weights: FeedForwardWeights) -> np.ndarray:
+    """Unchecked kernel of :func:`feed_forward` on arrays that fit.
+
+    >>> feed(np.ones((1, 2)), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2))).tolist()
+    [[2.0, 2.0]]
+    """
+    w_1, b_1, w_2, b_2 = weights
     hidden = np.maximum(x @ w_1 + b_1, 0)  # (..., n, d_ff)
     return hidden @ w_2 + b_2  # (..., n, d_model)
 
@@ -163,31 +214,32 @@ def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWe
     )
 
 
-def _check_layer_weights(weights, d_model: int, x_name: str) -> None:
+def _check_layer_weights(weights, d_model: int, x_name: str):
     """Check every array of a layer's ``weights`` against the model width ``d_model`` of ``x_name``,
     naming it by its place in ``weights`` (``weights.norm_1[0]``, ``weights.feed_forward.w_1``), once,
-    before any sub-layer runs: the sub-layers would name it by their own arguments (``gamma``)."""
+    before any sub-layer runs; return the weights as float arrays, of the same structure."""
     width = f"{x_name} has d_model = {d_model}"
 
-    def check(value, name: str, expected: tuple, why: str = width, layout: str | None = None) -> np.ndarray:
+    def check(value, name: str, expected: tuple, why: str = width) -> np.ndarray:
         array = as_float_array(value, name)
         if array.shape != expected:
-            raise ValueError(f"{name} has shape {array.shape} but {why}; expected {layout or expected}")
+            raise ValueError(f"{name} has shape {array.shape} but {why}; expected {expected}")
         return array
 
+    checked = []
     for field, part in weights._asdict().items():
         path = f"weights.{field}"
         if field.startswith("norm_"):
             if not isinstance(part, (tuple, list)) or len(part) != 2:
                 got = f"a {type(part).__name__} of {len(part)}" if isinstance(part, (tuple, list)) else type(part).__name__
                 raise TypeError(f"{path} must be a pair (gamma, beta), got {got}")
-            for index, array in enumerate(part):
-                check(array, f"{path}[{index}]", (d_model,))
+            checked.append(tuple(check(array, f"{path}[{index}]", (d_model,)) for index, array in enumerate(part)))
         elif field.endswith("attention"):
             if not isinstance(part, MultiHeadWeights):
                 raise TypeError(f"{path} must be MultiHeadWeights, got {type(part).__name__}")
-            for name, array in part._asdict().items():
+            checked.append(MultiHeadWeights(*(
                 check(array, f"{path}.{name}", (d_model, d_model) if name.startswith("w_") else (d_model,))
+                for name, array in part._asdict().items())))
         else:  # feed_forward
             if not isinstance(part, FeedForwardWeights):
                 raise TypeError(f"{path} must be FeedForwardWeights, got {type(part).__name__}")
@@ -196,33 +248,88 @@ def _check_layer_weights(weights, d_model: int, x_name: str) -> None:
                 raise ValueError(f"{path}.w_1 has shape {w_1.shape} but {width}; expected ({d_model}, d_ff)")
             d_ff = w_1.shape[1]
             from_w_1 = f"{path}.w_1 gives d_ff = {d_ff}"
-            check(part.b_1, f"{path}.b_1", (d_ff,), from_w_1)
-            check(part.w_2, f"{path}.w_2", (d_ff, d_model), f"{width} and {from_w_1}")
-            check(part.b_2, f"{path}.b_2", (d_model,))
+            checked.append(FeedForwardWeights(
+                w_1, check(part.b_1, f"{path}.b_1", (d_ff,), from_w_1),
+                check(part.w_2, f"{path}.w_2", (d_ff, d_model), f"{width} and {from_w_1}"),
+                check(part.b_2, f"{path}.b_2", (d_model,))))
+    return type(weights)(*checked)
 
 
 def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
-    """One encoder layer on ``x`` ``(..., n, d_model)``; returns ``(output, self-attention weights)``.
+    r"""One post-norm encoder layer on ``x`` ``(..., n, d_model)``: self-attention, then a feed-forward network.
 
-    ``mask`` (e.g. a padding mask) is passed to the self-attention.
+    .. math:: X' = \operatorname{LN}(X + \operatorname{MHA}(X, X, X)), \qquad
+              Y = \operatorname{LN}(X' + \operatorname{FFN}(X'))
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the input sequence.
+    weights : EncoderLayerWeights
+        See :func:`init_encoder_layer`.
+    n_heads : int
+        Heads of the self-attention; must divide ``d_model``.
+    mask : array_like of bool, optional
+        Passed to the self-attention (e.g. a padding mask), laid out as in
+        :func:`attnbook.multi_head_attention`.
+
+    Returns
+    -------
+    EncoderLayerResult
+        ``output`` ``(..., n, d_model)`` and the self-attention ``weights`` ``(..., h, n, n)``.
+
+    Examples
+    --------
+    >>> layer = init_encoder_layer(d_model=4, d_ff=8, seed=0)
+    >>> encoder_layer(np.ones((3, 4)), layer, n_heads=2).weights.shape
+    (2, 3, 3)
     """
     if not isinstance(weights, EncoderLayerWeights):
         raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
     x = as_float_array(x, "x")  # (..., n, d_model)
     check_min_ndim(x, "x", 2, "(..., n, d_model)")
-    _check_layer_weights(weights, x.shape[-1], "x")
-    attended, attention = multi_head_attention(x, x, x, weights.self_attention, n_heads, mask=mask)
-    x = layer_norm(x + attended, *weights.norm_1)  # (..., n, d_model)
-    x = layer_norm(x + feed_forward(x, weights.feed_forward), *weights.norm_2)  # (..., n, d_model)
+    w = _check_layer_weights(weights, x.shape[-1], "x")
+    n_heads = check_heads(x.shape[-1], n_heads)
+    mask = None if mask is None else check_head_mask(mask, x.shape[-2], x.shape[-2])  # (..., h | 1, n | 1, n)
+    check_head_batches({"x": x.shape}, mask)
+    attended, attention = multi_head(x, x, x, w.self_attention, n_heads, mask)  # (..., n, d_model), (..., h, n, n)
+    x = normalize(x + attended, *w.norm_1)  # (..., n, d_model)
+    x = normalize(x + feed(x, w.feed_forward), *w.norm_2)  # (..., n, d_model)
     return EncoderLayerResult(x, attention)  # (..., n, d_model), (..., h, n, n)
 
 
 def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None):
-    """One decoder layer on targets ``y`` ``(..., n_t, d_model)`` attending to encoder output ``memory``
-    ``(..., n_s, d_model)``; returns ``(output, self-attention weights, cross-attention weights)``.
+    r"""One post-norm decoder layer: causal self-attention, cross-attention over ``memory``, feed-forward.
 
-    The self-attention is causal (a target position never sees later targets); ``memory_mask``
-    (e.g. a padding mask of the source) restricts the cross-attention.
+    .. math:: Y_1 = \operatorname{LN}(Y + \operatorname{MHA}_{\text{causal}}(Y, Y, Y)), \quad
+              Y_2 = \operatorname{LN}(Y_1 + \operatorname{MHA}(Y_1, M, M)), \quad
+              Y_3 = \operatorname{LN}(Y_2 + \operatorname{FFN}(Y_2))
+
+    Parameters
+    ----------
+    y : array_like
+        ``(..., n_t, d_model)`` the targets; a target position never sees later targets.
+    memory : array_like
+        ``(..., n_s, d_model)`` the encoder output.
+    weights : DecoderLayerWeights
+        See :func:`init_decoder_layer`.
+    n_heads : int
+        Heads of both attentions; must divide ``d_model``.
+    memory_mask : array_like of bool, optional
+        Restricts the cross-attention (e.g. a padding mask of the source).
+
+    Returns
+    -------
+    DecoderLayerResult
+        ``output`` ``(..., n_t, d_model)``, ``self_weights`` ``(..., h, n_t, n_t)`` and
+        ``cross_weights`` ``(..., h, n_t, n_s)``.
+
+    Examples
+    --------
+    >>> layer = init_decoder_layer(d_model=4, d_ff=8, seed=0)
+    >>> out, self_w, cross_w = decoder_layer(np.ones((2, 4)), np.ones((3, 4)), layer, n_heads=2)
+    >>> out.shape, self_w.shape, cross_w.shape
+    ((2, 4), (2, 2, 2), (2, 2, 3))
     """
     if not isinstance(weights, DecoderLayerWeights):
         raise TypeError(f"weights must be DecoderLayerWeights, got {type(weights).__name__}")
@@ -233,12 +340,16 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     if memory.shape[-1] != y.shape[-1]:
         raise ValueError(f"y has shape {y.shape} but memory has shape {memory.shape}; "
                          "both need the model width d_model in the last dimension")
-    _check_layer_weights(weights, y.shape[-1], "y")
-    future = causal_mask(y.shape[-2])  # (n_t, n_t)
-    attended, self_weights = multi_head_attention(y, y, y, weights.self_attention, n_heads, mask=future)
-    y = layer_norm(y + attended, *weights.norm_1)  # (..., n_t, d_model)
-    crossed, cross_weights = multi_head_attention(y, memory, memory, weights.cross_attention, n_heads,
-                                                  mask=memory_mask)
-    y = layer_norm(y + crossed, *weights.norm_2)  # (..., n_t, d_model)
-    y = layer_norm(y + feed_forward(y, weights.feed_forward), *weights.norm_3)  # (..., n_t, d_model)
+    w = _check_layer_weights(weights, y.shape[-1], "y")
+    n_heads = check_heads(y.shape[-1], n_heads)
+    if memory_mask is not None:
+        memory_mask = check_head_mask(memory_mask, y.shape[-2], memory.shape[-2], "memory_mask")  # (..., h | 1, n_t | 1, n_s)
+    check_head_batches({"y": y.shape, "memory": memory.shape}, memory_mask, "memory_mask")
+    future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
+    attended, self_weights = multi_head(y, y, y, w.self_attention, n_heads, future)  # (..., n_t, d), (..., h, n_t, n_t)
+    y = normalize(y + attended, *w.norm_1)  # (..., n_t, d_model)
+    crossed, cross_weights = multi_head(y, memory, memory, w.cross_attention, n_heads,
+                                        memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
+    y = normalize(y + crossed, *w.norm_2)  # (..., n_t, d_model)
+    y = normalize(y + feed(y, w.feed_forward), *w.norm_3)  # (..., n_t, d_model)
     return DecoderLayerResult(y, self_weights, cross_weights)  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)

@@ -1,7 +1,9 @@
 """Input checks shared by every public function of the package.
 
 Each check raises an error that names the argument and what is wrong with it, so that a reader
-never meets a bare numpy broadcasting error or a silent NaN.
+never meets a bare numpy broadcasting error or a silent NaN. A public function calls these checks
+once, at its boundary, and then hands the checked arrays to unchecked kernels (plain names, not in
+any ``__all__``, whose docstrings start "Unchecked kernel:"); kernels never call back in here.
 
 >>> as_float_array([[1, 2]], "q").dtype
 dtype('float64')
@@ -13,6 +15,8 @@ ValueError: q contains NaN at index (1,); attention inputs must be finite number
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -23,6 +27,17 @@ __all__ = [
     "broadcast_batch_shapes",
     "check_positive_int",
     "check_shape",
+    "check_bool",
+    "check_scale",
+    "check_heads",
+    "check_logits",
+    "check_mask",
+    "check_head_mask",
+    "check_head_batches",
+    "check_qkv",
+    "check_attention_inputs",
+    "check_projections",
+    "overflow_error",
 ]
 
 _FLOAT_KINDS = "f"
@@ -194,3 +209,436 @@ def check_shape(shape, name: str) -> tuple[int, ...]:
     except TypeError:
         raise TypeError(f"{name} must be a tuple of sizes, got {shape!r}") from None
     return tuple(check_positive_int(size, f"{name}[{i}]", minimum=0) for i, size in enumerate(sizes))
+
+
+def check_bool(value, name: str) -> bool:
+    """Return ``value`` as a Python bool if it is ``True`` or ``False`` (``np.bool_`` included).
+
+    Parameters
+    ----------
+    value : object
+        The flag to check.
+    name : str
+        The argument's name, used in the error.
+
+    Returns
+    -------
+    bool
+        ``value`` as a Python ``bool``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is anything else (``0``, ``1``, ``"yes"``, ``None``...).
+
+    Examples
+    --------
+    >>> check_bool(np.bool_(True), "causal")
+    True
+    >>> check_bool(1, "causal")
+    Traceback (most recent call last):
+    ...
+    TypeError: causal must be True or False, got 1
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_scale(scale, d_k: int) -> float:
+    """Return the factor applied to ``q k^T``: ``1 / sqrt(d_k)`` when ``scale`` is None, else ``scale``.
+
+    Parameters
+    ----------
+    scale : float or None
+        A positive finite real number, or None for the default ``1 / sqrt(d_k)``.
+    d_k : int
+        The width of queries and keys.
+
+    Returns
+    -------
+    float
+        The factor.
+
+    Examples
+    --------
+    >>> check_scale(None, 4), check_scale(2, 4)
+    (0.5, 2.0)
+    >>> check_scale(-1.0, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: scale must be a positive finite number, got -1.0
+    """
+    if scale is None:
+        return 1.0 / math.sqrt(d_k)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale must be a real number, got {scale!r}")
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    return float(scale)
+
+
+def check_heads(d_model: int, n_heads) -> int:
+    """Return ``n_heads`` as an int if it is a positive integer that divides ``d_model``.
+
+    Parameters
+    ----------
+    d_model : int
+        The model width, split among the heads.
+    n_heads : int
+        The number of heads.
+
+    Returns
+    -------
+    int
+        ``n_heads``.
+
+    Examples
+    --------
+    >>> check_heads(8, 2)
+    2
+    >>> check_heads(10, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model = 10 is not divisible by n_heads = 4; each head needs d_model / n_heads dimensions
+    """
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model = {d_model} is not divisible by n_heads = {n_heads}; "
+            "each head needs d_model / n_heads dimensions"
+        )
+    return n_heads
+
+
+def check_logits(x, axis: int = -1, mask=None, name: str = "x",
+                 allow_neg_inf: bool = True) -> tuple[np.ndarray, int, np.ndarray]:
+    """The one prologue of every softmax-like function: logits, the axis, and which entries take part.
+
+    Parameters
+    ----------
+    x : array_like
+        Real logits with at least one dimension; ``-inf`` means "masked" when ``allow_neg_inf``.
+    axis : int
+        The axis that is normalised.
+    mask : array_like of bool, optional
+        True where the entry takes part; must broadcast to ``x``.
+    name : str
+        The argument's name, used in errors.
+    allow_neg_inf : bool
+        Whether ``-inf`` logits are accepted.
+
+    Returns
+    -------
+    logits : ndarray
+        ``x`` as a float array.
+    axis : int
+        ``axis`` as a non-negative index.
+    allowed : ndarray of bool
+        ``(x.shape)``: False where ``mask`` is False or the logit is ``-inf``.
+
+    Examples
+    --------
+    >>> logits, axis, allowed = check_logits([[0.0, -np.inf]], mask=[[True, True]])
+    >>> axis, allowed.tolist()
+    (1, [[True, False]])
+    >>> check_logits([[1.0, 2.0]], mask=[[True, False, True]])
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (1, 3) but x has shape (1, 2); the mask must broadcast to x
+    """
+    logits = as_float_array(x, name, allow_neg_inf=allow_neg_inf)  # (..., n, ...)
+    if logits.ndim == 0:
+        raise ValueError(f"{name} is a scalar; expected at least one dimension (the axis to normalise over)")
+    axis = check_axis(axis, logits.ndim)
+    allowed = ~np.isneginf(logits)  # (same shape as logits); -inf means "masked"
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        try:
+            allowed = allowed & np.broadcast_to(mask, logits.shape)  # (same shape as logits)
+        except ValueError:
+            raise ValueError(
+                f"mask has shape {mask.shape} but {name} has shape {logits.shape}; "
+                f"the mask must broadcast to {name}"
+            ) from None
+    return logits, axis, allowed
+
+
+def check_mask(mask, n_q: int, n_k: int, context: str = "", name: str = "mask") -> np.ndarray:
+    """Return ``mask`` as a boolean array ``(..., n_q | 1, n_k | 1)`` that fits weights ``(..., n_q, n_k)``.
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        True where query ``i`` may attend to key ``j``.
+    n_q, n_k : int
+        The numbers of queries and keys.
+    context : str
+        Added to the error (say, the shapes of q and k).
+    name : str
+        The argument's name, used in errors.
+
+    Returns
+    -------
+    ndarray of bool
+        The mask.
+
+    Examples
+    --------
+    >>> check_mask([[1, 0]], 1, 2).tolist()
+    [[True, False]]
+    >>> check_mask(np.ones((2, 3), dtype=bool), 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (2, 3) but the weights have shape (..., 2, 2); the mask must broadcast to them
+    """
+    mask = as_bool_mask(mask, name)  # (..., n_q | 1, n_k | 1)
+    check_min_ndim(mask, name, 2, "(..., n_q, n_k)")
+    if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
+        raise ValueError(
+            f"{name} has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}){context}; "
+            "the mask must broadcast to them"
+        )
+    return mask
+
+
+def check_head_mask(mask, n_q: int, n_k: int, name: str = "mask", context: str = "") -> np.ndarray:
+    """A multi-head attention mask, laid out ``(..., n_heads | 1, n_q | 1, n_k | 1)`` for the heads.
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
+        ``(batch, n_heads | 1, n_q | 1, n_k)`` with one mask per head.
+    n_q, n_k : int
+        The numbers of queries and keys.
+    name : str
+        The argument's name, used in errors.
+    context : str
+        Added to the error of a mask that does not fit (say, the shapes of query and key).
+
+    Returns
+    -------
+    ndarray of bool
+        The mask; a 3-D mask gains a head axis of size 1.
+
+    Examples
+    --------
+    >>> check_head_mask(np.ones((2, 1, 5), dtype=bool), 3, 5).shape
+    (2, 1, 1, 5)
+    """
+    mask = as_bool_mask(mask, name)
+    if mask.ndim == 3:
+        mask = mask[:, None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
+    elif mask.ndim > 4:
+        raise ValueError(
+            f"{name} has shape {mask.shape}; expected (n_q, n_k), (batch, n_q | 1, n_k) or, one mask "
+            "per head, (batch, n_heads | 1, n_q | 1, n_k)"
+        )
+    return check_mask(mask, n_q, n_k, context, name)
+
+
+def check_head_batches(shapes: dict[str, tuple[int, ...]], mask=None, mask_name: str = "mask") -> tuple[int, ...]:
+    """Broadcast the batch shapes of multi-head inputs (which gain a head axis) with their mask's.
+
+    Parameters
+    ----------
+    shapes : dict of str to tuple of int
+        The full shapes ``(..., n, d_model)`` of the named inputs.
+    mask : ndarray of bool, optional
+        A mask laid out by :func:`check_head_mask`, ``(..., n_heads | 1, n_q | 1, n_k | 1)``.
+    mask_name : str
+        The mask's name, used in errors.
+
+    Returns
+    -------
+    tuple of int
+        The broadcast leading shape, heads included: ``(..., n_heads | 1)``.
+
+    Examples
+    --------
+    >>> check_head_batches({"query": (2, 3, 4), "key": (1, 5, 4)})
+    (2, 1)
+    >>> check_head_batches({"query": (2, 3, 4), "key": (3, 5, 4)})
+    Traceback (most recent call last):
+    ...
+    ValueError: the leading (batch, head) dimensions do not broadcast: query has (2, 1), key has (3, 1)
+    """
+    batches = {name: shape[:-2] + (1,) for name, shape in shapes.items()}  # (..., 1): the head axis
+    if mask is not None:
+        batches[mask_name] = mask.shape[:-2]  # (..., n_heads | 1)
+    return broadcast_batch_shapes(batches)
+
+
+def check_qkv(q, k, v=None) -> tuple[np.ndarray, ...]:
+    """Queries, keys (and values) as float arrays of one common type, at least float32, that fit together.
+
+    Parameters
+    ----------
+    q : array_like
+        ``(..., n_q, d_k)`` queries.
+    k : array_like
+        ``(..., n_k, d_k)`` keys.
+    v : array_like, optional
+        ``(..., n_k, d_v)`` values.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(q, k)`` or ``(q, k, v)`` in the widest float type of the inputs and at least float32
+        (float16 dot products overflow at 65504).
+
+    Examples
+    --------
+    >>> q, k = check_qkv(np.ones((2, 3), dtype=np.float16), np.ones((4, 3)))
+    >>> q.dtype, k.dtype
+    (dtype('float64'), dtype('float64'))
+    >>> check_qkv(np.ones((3, 4)), np.ones((5, 3)))
+    Traceback (most recent call last):
+    ...
+    ValueError: q has shape (3, 4) but k has shape (5, 3); the last dimensions (d_k) must match
+    """
+    arrays = [as_float_array(q, "q"), as_float_array(k, "k")]  # (..., n_q, d_k), (..., n_k, d_k)
+    check_min_ndim(arrays[0], "q", 2, "(..., n_q, d_k)")
+    check_min_ndim(arrays[1], "k", 2, "(..., n_k, d_k)")
+    q, k = arrays
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q has shape {q.shape} but k has shape {k.shape}; the last dimensions (d_k) must match"
+        )
+    if q.shape[-1] == 0:
+        raise ValueError(f"q and k have d_k = 0 (shapes {q.shape}, {k.shape}); d_k must be at least 1")
+    if v is not None:
+        arrays.append(as_float_array(v, "v"))  # (..., n_k, d_v)
+        check_min_ndim(arrays[2], "v", 2, "(..., n_k, d_v)")
+        if k.shape[-2] != arrays[2].shape[-2]:
+            raise ValueError(
+                f"k has shape {k.shape} but v has shape {arrays[2].shape}; k and v must have the same "
+                "number of positions n_k (second-to-last dimension)"
+            )
+    dtype = np.result_type(*arrays, np.float32)
+    return tuple(a.astype(dtype, copy=False) for a in arrays)
+
+
+def check_attention_inputs(q, k, v, mask=None, scale=None):
+    """Every check of scaled dot-product attention, in one call: ``(q, k, v, mask, scale)`` checked.
+
+    Parameters
+    ----------
+    q, k, v : array_like
+        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; see :func:`check_qkv`.
+    mask : array_like of bool, optional
+        Broadcasting to ``(..., n_q, n_k)``; see :func:`check_mask`.
+    scale : float, optional
+        See :func:`check_scale`.
+
+    Returns
+    -------
+    tuple
+        ``(q, k, v, mask, scale)``: the arrays in one float type (at least float32), the mask as
+        booleans (or None), the scale as a float. The leading (batch, head) shapes broadcast.
+
+    Examples
+    --------
+    >>> q, k, v, mask, scale = check_attention_inputs(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 1)))
+    >>> q.dtype, mask, scale
+    (dtype('float64'), None, 0.5)
+    >>> check_attention_inputs(np.ones((2, 2, 4)), np.ones((3, 3, 4)), np.ones((3, 3, 1)))
+    Traceback (most recent call last):
+    ...
+    ValueError: the leading (batch, head) dimensions do not broadcast: q has (2,), k has (3,), v has (3,)
+    """
+    q, k, v = check_qkv(q, k, v)  # (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
+    shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
+    if mask is not None:
+        mask = check_mask(mask, q.shape[-2], k.shape[-2],
+                          f" (q has shape {q.shape}, k has shape {k.shape})")  # (..., n_q | 1, n_k | 1)
+        shapes["mask"] = mask.shape[:-2]
+    broadcast_batch_shapes(shapes)
+    return q, k, v, mask, check_scale(scale, q.shape[-1])
+
+
+def _checked_projection(w, name: str, d_model: int, x_shape: tuple[int, ...]) -> np.ndarray:
+    w = as_float_array(w, name)  # (d_model, d_out)
+    if w.ndim != 2:
+        raise ValueError(f"{name} has shape {w.shape}; expected a matrix (d_model, d_out)")
+    if w.shape[0] != d_model:
+        raise ValueError(
+            f"x has shape {x_shape} but {name} has shape {w.shape}; "
+            f"{name} needs d_model = {d_model} rows to multiply x"
+        )
+    return w
+
+
+def check_projections(x, w_q, w_k, w_v, mask=None, scale=None, name: str = "x") -> tuple:
+    """A sequence ``x`` ``(..., n, d_model)``, three projections whose shapes fit it, a mask and a scale.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` token vectors, one per row.
+    w_q, w_k : array_like
+        ``(d_model, d_k)`` query and key projections (the same ``d_k >= 1``).
+    w_v : array_like
+        ``(d_model, d_v)`` value projection.
+    mask : array_like of bool, optional
+        Broadcasting to the ``(..., n, n)`` weights; see :func:`check_mask`.
+    scale : float, optional
+        See :func:`check_scale`.
+    name : str
+        The name of ``x`` in errors.
+
+    Returns
+    -------
+    tuple
+        ``(x, w_q, w_k, w_v, mask, scale)``: float arrays, the mask as booleans (or None), the scale.
+
+    Examples
+    --------
+    >>> check_projections(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 3)), np.ones((4, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: w_q has shape (4, 2) but w_k has shape (4, 3); queries and keys need the same d_k
+    """
+    x = as_float_array(x, name)  # (..., n, d_model)
+    check_min_ndim(x, name, 2, "(..., n, d_model)")
+    d_model = x.shape[-1]
+    w_q = _checked_projection(w_q, "w_q", d_model, x.shape)  # (d_model, d_k)
+    w_k = _checked_projection(w_k, "w_k", d_model, x.shape)  # (d_model, d_k)
+    w_v = _checked_projection(w_v, "w_v", d_model, x.shape)  # (d_model, d_v)
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(
+            f"w_q has shape {w_q.shape} but w_k has shape {w_k.shape}; queries and keys need the same d_k"
+        )
+    if w_q.shape[1] == 0:
+        raise ValueError(f"w_q and w_k have shape {w_q.shape}, so d_k = 0; they need at least one column")
+    if mask is not None:
+        n = x.shape[-2]
+        mask = check_mask(mask, n, n, f" ({name} has shape {x.shape})")  # (..., n | 1, n | 1)
+        broadcast_batch_shapes({name: x.shape[:-2], "mask": mask.shape[:-2]})
+    return x, w_q, w_k, w_v, mask, check_scale(scale, w_q.shape[1])
+
+
+def overflow_error(dtype) -> ValueError:
+    """The error for attention scores that overflowed to inf (or became NaN) in ``dtype``.
+
+    The weights are then unknown, and returning zeros or NaN would be wrong in silence.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        The type the scores were computed in.
+
+    Returns
+    -------
+    ValueError
+        The error, to be raised by the caller.
+
+    Examples
+    --------
+    >>> print(overflow_error(np.float32))
+    the scores overflowed to inf or NaN in float32; scale the inputs down or compute in float64
+    """
+    return ValueError(
+        f"the scores overflowed to inf or NaN in {np.dtype(dtype)}; scale the inputs down or compute in float64"
+    )

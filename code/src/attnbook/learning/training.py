@@ -12,7 +12,7 @@ followed by a linear read-out to one logit per value symbol:
     Q = X_q W_Q,  K = X_c W_K,  V = X_c W_V,  O = Attention(Q, K, V),  logits = O W_O.
 
 :func:`recall_loss_and_gradients` runs the forward pass, the cross-entropy loss and the backward
-pass of :mod:`attnbook.gradients`; :func:`adam_step` and :func:`sgd_step` update the parameters;
+pass of :mod:`attnbook.learning.gradients`; the optimisers of :mod:`attnbook.learning.optim` update the parameters;
 :func:`train_recall` puts it together, with seeded data, and records the attention on a probe batch.
 
 >>> run = train_recall(n_steps=150, seed=0)
@@ -28,26 +28,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
-from .gradients import _attention_backward, cross_entropy, cross_entropy_backward, linear_backward
-from .multihead import merge_heads, split_heads
-from .validation import as_float_array, check_positive_int
+from ..attention import attend
+from ..multihead import from_heads, to_heads
+from ..validation import as_float_array, check_bool, check_positive_int
+from .gradients import backpropagate, entropy, entropy_grads, linear_grads
+from .optim import adam_update, check_learning_rate, descend, init_adam
 
 __all__ = [
-    "AdamState",
     "RecallBatch",
     "RecallForward",
     "RecallGradients",
     "RecallParameters",
     "TrainingRun",
-    "adam_step",
     "associative_recall_batch",
-    "init_adam",
     "init_recall_model",
     "recall_accuracy",
     "recall_forward",
     "recall_loss_and_gradients",
-    "sgd_step",
     "steps_to_loss",
     "train_recall",
 ]
@@ -93,14 +90,6 @@ class RecallGradients(NamedTuple):
     score_grads: np.ndarray  # (batch, n_heads, n_queries, n_pairs): dL/dS for the scaled scores
 
 
-class AdamState(NamedTuple):
-    """Running moments of Adam, one array per parameter, and the number of steps taken."""
-
-    m: tuple  # first moments, shaped like the parameters
-    v: tuple  # second moments, shaped like the parameters
-    step: int
-
-
 class TrainingRun(NamedTuple):
     """What :func:`train_recall` returns."""
 
@@ -122,12 +111,34 @@ def _rng(seed) -> np.random.Generator:
 
 def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8, n_values: int = 8,
                              n_queries: int = 1, seed=0) -> RecallBatch:
-    """Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
+    r"""Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
+
+    .. math:: x_\text{pair} = [\, e_\text{key} ; e_\text{value} \,], \qquad x_\text{query} = [\, e_\text{key} ; 0 \,]
 
     Keys are drawn without replacement from ``n_keys`` symbols (so each query has one answer),
     values with replacement from ``n_values`` symbols; the queried keys are distinct pairs of the
-    sequence, chosen at random. ``seed`` is an integer or a ``numpy.random.Generator``.
+    sequence, chosen at random.
 
+    Parameters
+    ----------
+    n_sequences : int
+        Batch size.
+    n_pairs : int
+        (key, value) pairs per sequence; at most ``n_keys``.
+    n_keys, n_values : int
+        Sizes of the key and value vocabularies.
+    n_queries : int
+        Questions per sequence; at most ``n_pairs``.
+    seed : int or numpy Generator
+        The random source.
+
+    Returns
+    -------
+    RecallBatch
+        One-hot context ``(batch, n_pairs, n_keys + n_values)``, queries, targets and the symbols.
+
+    Examples
+    --------
     >>> batch = associative_recall_batch(2, n_pairs=3, n_keys=5, n_values=4, seed=0)
     >>> batch.context.shape, batch.queries.shape, batch.targets.shape
     ((2, 3, 9), (2, 1, 9), (2, 1))
@@ -166,13 +177,32 @@ def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8
 
 def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: int = 16, seed: int = 0,
                       init_std: float = 1.0) -> RecallParameters:
-    """Seeded random parameters: ``W_Q, W_K, W_V`` normal with standard deviation ``init_std``.
+    r"""Seeded random parameters: ``W_Q, W_K, W_V`` normal with standard deviation ``init_std``.
+
+    .. math:: W_Q, W_K, W_V \sim \mathcal{N}(0, \sigma^2), \qquad W_O \sim \mathcal{N}(0, 1 / d_v)
 
     With one-hot tokens, a query is one row of ``W_Q`` and a key the sum of two rows of ``W_K``, so
     with ``init_std = 1`` their components have variance 1 and 2 and an unscaled score ``q . k`` has
-    variance ``2 d_k``: the regime of the variance argument for dividing by ``sqrt(d_k)``. The
-    read-out ``W_O`` is normal with variance ``1 / d_v``.
+    variance ``2 d_k``: the regime of the variance argument for dividing by ``sqrt(d_k)``.
 
+    Parameters
+    ----------
+    n_keys, n_values : int
+        Vocabulary sizes (``d_in = n_keys + n_values``).
+    d_k, d_v : int
+        Widths of queries/keys and of values.
+    seed : int or numpy Generator
+        The random source.
+    init_std : float
+        Standard deviation ``sigma`` of the projections.
+
+    Returns
+    -------
+    RecallParameters
+        ``w_q``, ``w_k`` ``(d_in, d_k)``, ``w_v`` ``(d_in, d_v)``, ``w_o`` ``(d_v, n_values)``.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=5, n_values=3, d_k=4, d_v=6)
     >>> p.w_q.shape, p.w_v.shape, p.w_o.shape
     ((8, 4), (8, 6), (6, 3))
@@ -217,16 +247,35 @@ def _checked_model(params, batch, n_heads) -> tuple[RecallParameters, RecallBatc
     return params, batch, n_heads
 
 
-def _head_scale(d_k: int, n_heads: int, scaled: bool) -> float:
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled must be True or False, got {scaled!r}")
-    return 1.0 / math.sqrt(d_k // n_heads) if scaled else 1.0
+def _head_scale(d_k: int, n_heads: int, scaled) -> float:
+    return 1.0 / math.sqrt(d_k // n_heads) if check_bool(scaled, "scaled") else 1.0
 
 
 def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
                    scaled: bool = True) -> RecallForward:
-    """Logits and attention weights of the recall model; ``scaled=False`` drops the ``1/sqrt(d_head)``.
+    r"""Logits and attention weights of the recall model.
 
+    .. math:: \text{logits} = \operatorname{Attention}(X_q W_Q, X_c W_K, X_c W_V)\, W_O
+
+    Parameters
+    ----------
+    params : RecallParameters
+        The model.
+    batch : RecallBatch
+        The problems.
+    n_heads : int
+        Heads; must divide ``d_k`` and ``d_v``.
+    scaled : bool
+        Divide the scores by ``sqrt(d_head)``; False drops the factor.
+
+    Returns
+    -------
+    RecallForward
+        Logits ``(batch, n_q, n_values)``, weights ``(batch, n_heads, n_q, n_pairs)`` and the
+        intermediate arrays the backward pass reuses.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> fwd = recall_forward(p, associative_recall_batch(3, n_keys=6, n_values=4), n_heads=2)
     >>> fwd.logits.shape, fwd.weights.shape
@@ -237,48 +286,81 @@ def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 
 
 
 def _forward(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: float) -> RecallForward:
-    q = split_heads(batch.queries @ params.w_q, n_heads)  # (batch, h, n_q, d_k / h)
-    k = split_heads(batch.context @ params.w_k, n_heads)  # (batch, h, n_pairs, d_k / h)
-    v = split_heads(batch.context @ params.w_v, n_heads)  # (batch, h, n_pairs, d_v / h)
-    heads, weights = scaled_dot_product_attention(q, k, v, scale=scale)  # (b, h, n_q, d_v/h), (b, h, n_q, n_pairs)
-    attended = merge_heads(heads)  # (batch, n_q, d_v)
+    q = to_heads(batch.queries @ params.w_q, n_heads)  # (batch, h, n_q, d_k / h)
+    k = to_heads(batch.context @ params.w_k, n_heads)  # (batch, h, n_pairs, d_k / h)
+    v = to_heads(batch.context @ params.w_v, n_heads)  # (batch, h, n_pairs, d_v / h)
+    heads, weights = attend(q, k, v, None, scale)  # (b, h, n_q, d_v/h), (b, h, n_q, n_pairs)
+    attended = from_heads(heads)  # (batch, n_q, d_v)
     logits = attended @ params.w_o  # (batch, n_q, n_values)
     return RecallForward(logits, weights, q, k, v, attended)
 
 
 def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
                               scaled: bool = True) -> RecallGradients:
-    """Mean cross-entropy of the batch, its gradient for every parameter, and the forward pass.
+    r"""Mean cross-entropy of the batch, its gradient for every parameter, and the forward pass.
+
+    .. math:: \frac{\partial L}{\partial W_O}, \; \frac{\partial L}{\partial W_V}, \;
+              \frac{\partial L}{\partial W_K}, \; \frac{\partial L}{\partial W_Q}
+              \text{ by the chain rule through the read-out, attention and the projections}
 
     The backward pass runs the forward pass in reverse: the loss's gradient w.r.t. the logits, then
-    through the read-out (:func:`linear_backward`), through attention (the code of
-    :func:`attention_backward`, every head in one batched call), and through the three projections.
-    ``score_grads`` is the gradient that reached the scaled scores (as :func:`score_gradient`
-    computes it), a measure of how strongly the loss pulls on the attention pattern.
+    through the read-out, through attention (the kernel of :func:`attention_backward`, every head in
+    one batched call), and through the three projections. ``score_grads`` is the gradient that
+    reached the scaled scores (as :func:`score_gradient` computes it), a measure of how strongly the
+    loss pulls on the attention pattern.
 
+    Parameters
+    ----------
+    params, batch, n_heads, scaled
+        As in :func:`recall_forward`.
+
+    Returns
+    -------
+    RecallGradients
+        ``(loss, grads, forward, score_grads)``.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> loss, grads, fwd, ds = recall_loss_and_gradients(p, associative_recall_batch(5, n_keys=6, n_values=4))
     >>> [g.shape for g in grads] == [w.shape for w in p], ds.shape
     (True, (5, 1, 1, 4))
     """
     params, batch, n_heads = _checked_model(params, batch, n_heads)
-    scale = _head_scale(params.w_q.shape[1], n_heads, scaled)
+    return _loss_and_gradients(params, batch, n_heads, _head_scale(params.w_q.shape[1], n_heads, scaled))
+
+
+def _loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: float) -> RecallGradients:
     fwd = _forward(params, batch, n_heads, scale)
-    loss = cross_entropy(fwd.logits, batch.targets)
-    d_logits = cross_entropy_backward(fwd.logits, batch.targets)  # (batch, n_q, n_values)
-    d_attended, d_w_o = linear_backward(fwd.attended, params.w_o, d_logits)  # (b, n_q, d_v), (d_v, n_values)
-    d_heads = split_heads(d_attended, n_heads)  # (batch, h, n_q, d_v / h)
-    # attention_backward without repeating its input checks; it also hands back dL/dS
-    (dq, dk, dv), d_scores = _attention_backward(fwd.q, fwd.k, fwd.v, fwd.weights, d_heads, None, scale)
-    _, d_w_q = linear_backward(batch.queries, params.w_q, merge_heads(dq))  # (d_in, d_k)
-    _, d_w_k = linear_backward(batch.context, params.w_k, merge_heads(dk))  # (d_in, d_k)
-    _, d_w_v = linear_backward(batch.context, params.w_v, merge_heads(dv))  # (d_in, d_v)
+    loss = entropy(fwd.logits, batch.targets)
+    d_logits = entropy_grads(fwd.logits, batch.targets)  # (batch, n_q, n_values)
+    d_attended, d_w_o = linear_grads(fwd.attended, params.w_o, d_logits)  # (b, n_q, d_v), (d_v, n_values)
+    d_heads = to_heads(d_attended, n_heads)  # (batch, h, n_q, d_v / h)
+    # the kernel of attention_backward, without repeating its input checks; it also hands back dL/dS
+    (dq, dk, dv), d_scores = backpropagate(fwd.q, fwd.k, fwd.v, fwd.weights, d_heads, None, scale)
+    _, d_w_q = linear_grads(batch.queries, params.w_q, from_heads(dq))  # (d_in, d_k)
+    _, d_w_k = linear_grads(batch.context, params.w_k, from_heads(dk))  # (d_in, d_k)
+    _, d_w_v = linear_grads(batch.context, params.w_v, from_heads(dv))  # (d_in, d_v)
     return RecallGradients(loss, RecallParameters(d_w_q, d_w_k, d_w_v, d_w_o), fwd, d_scores)
 
 
 def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:
-    """Fraction of queries whose largest logit is the right value symbol.
+    r"""Fraction of queries whose largest logit is the right value symbol.
 
+    .. math:: \text{accuracy} = \frac{1}{N} \sum_r [\, \arg\max \text{logits}_r = t_r \,]
+
+    Parameters
+    ----------
+    params, batch, n_heads, scaled
+        As in :func:`recall_forward`.
+
+    Returns
+    -------
+    float
+        Between 0 and 1.
+
+    Examples
+    --------
     >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
     >>> 0.0 <= recall_accuracy(p, associative_recall_batch(10, n_keys=6, n_values=4)) <= 1.0
     True
@@ -287,82 +369,51 @@ def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int =
     return float(np.mean(logits.argmax(axis=-1) == batch.targets))
 
 
-def _checked_rate(learning_rate) -> float:
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
-        raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
-    if not math.isfinite(learning_rate) or learning_rate <= 0:
-        raise ValueError(f"learning_rate must be a positive finite number, got {learning_rate!r}")
-    return float(learning_rate)
-
-
-def _checked_pair(params, grads) -> None:
-    if type(params) is not type(grads) or len(params) != len(grads):
-        raise TypeError("grads must have the structure of params (the same NamedTuple type)")
-    for index, (w, g) in enumerate(zip(params, grads)):
-        if np.shape(w) != np.shape(g):
-            raise ValueError(f"grads[{index}] has shape {np.shape(g)} but params[{index}] has shape {np.shape(w)}")
-
-
-def sgd_step(params, grads, learning_rate: float = 0.1):
-    """Plain gradient descent, ``w <- w - learning_rate * dL/dw``, for a NamedTuple of arrays.
-
-    >>> sgd_step(RecallParameters(*[np.ones(2)] * 4), RecallParameters(*[np.ones(2)] * 4), 0.5).w_q.tolist()
-    [0.5, 0.5]
-    """
-    rate = _checked_rate(learning_rate)
-    _checked_pair(params, grads)
-    return type(params)(*(w - rate * g for w, g in zip(params, grads)))
-
-
-def init_adam(params) -> AdamState:
-    """Zero moments for :func:`adam_step`."""
-    return AdamState(tuple(np.zeros_like(w) for w in params), tuple(np.zeros_like(w) for w in params), 0)
-
-
-def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta1: float = 0.9,
-              beta2: float = 0.999, eps: float = 1e-8):
-    """One step of Adam (Kingma and Ba, 2015); returns ``(new_params, new_state)``.
-
-    Each parameter moves by ``learning_rate * m_hat / (sqrt(v_hat) + eps)``, where ``m_hat`` and
-    ``v_hat`` are bias-corrected running means of the gradient and of its square. The step size is
-    therefore about ``learning_rate`` whatever the size of the gradient.
-
-    >>> p = RecallParameters(*[np.zeros(1)] * 4)
-    >>> p, state = adam_step(p, RecallParameters(*[np.full(1, 1e-3)] * 4), init_adam(p), 0.1)
-    >>> print(np.round(p.w_q, 4), state.step)
-    [-0.1] 1
-    """
-    rate = _checked_rate(learning_rate)
-    _checked_pair(params, grads)
-    if not isinstance(state, AdamState) or len(state.m) != len(params):
-        raise TypeError("state must be the AdamState of these parameters (see init_adam)")
-    for name, beta in (("beta1", beta1), ("beta2", beta2)):
-        if not 0 <= beta < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {beta!r}")
-    step = state.step + 1
-    m = tuple(beta1 * m_i + (1 - beta1) * g for m_i, g in zip(state.m, grads))
-    v = tuple(beta2 * v_i + (1 - beta2) * g * g for v_i, g in zip(state.v, grads))
-    new = []
-    for w, m_i, v_i in zip(params, m, v):
-        m_hat = m_i / (1 - beta1**step)  # bias correction: the moments start at 0
-        v_hat = v_i / (1 - beta2**step)
-        new.append(w - rate * m_hat / (np.sqrt(v_hat) + eps))
-    return type(params)(*new), AdamState(m, v, step)
-
-
 def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_keys: int = 8,
                  n_values: int = 8, d_k: int = 16, d_v: int = 16, n_heads: int = 1, scaled: bool = True,
                  optimiser: str = "adam", learning_rate: float = 0.01, init_std: float = 1.0,
                  seed: int = 0, probe: RecallBatch | None = None, snapshot_every: int = 0,
                  callback: Callable[[int, float], None] | None = None) -> TrainingRun:
-    """Train the recall model on fresh seeded batches; record the probe's attention every few steps.
+    r"""Train the recall model on fresh seeded batches; record the probe's attention every few steps.
+
+    .. math:: W_{s+1} = \operatorname{step}\big(W_s, \nabla_W L(W_s; \text{batch}_s)\big), \quad s = 0, \dots, n_\text{steps} - 1
 
     Every step draws a new batch (so the model cannot memorise sequences), computes the loss and the
     gradients, and updates the parameters with ``optimiser`` (``"adam"`` or ``"sgd"``). With a
     ``probe`` batch and ``snapshot_every = s > 0``, the probe's attention weights and accuracy are
-    recorded before step 0, every ``s`` steps, and after the last step. ``callback(step, loss)`` is
-    called after every step (for a progress bar). The same arguments give the same run.
+    recorded before step 0, every ``s`` steps, and after the last step. The arguments are checked
+    once; the loop calls the unchecked kernels. The same arguments give the same run.
 
+    Parameters
+    ----------
+    n_steps, batch_size : int
+        Steps and sequences per step.
+    n_pairs, n_keys, n_values, d_k, d_v, n_heads : int
+        The task and the model (see :func:`associative_recall_batch`, :func:`init_recall_model`).
+    scaled : bool
+        Divide the scores by ``sqrt(d_head)``.
+    optimiser : str
+        ``"adam"`` or ``"sgd"``.
+    learning_rate, init_std : float
+        Step size and initial standard deviation of the projections.
+    seed : int
+        Seeds the initial parameters and the batches.
+    probe : RecallBatch, optional
+        A fixed batch whose attention is recorded.
+    snapshot_every : int
+        Record the probe every this many steps (0: never).
+    callback : callable, optional
+        ``callback(step, loss)`` after every step (for a progress bar).
+
+    Returns
+    -------
+    TrainingRun
+        The final and initial parameters, the losses and the snapshots.
+
+    Examples
+    --------
+    >>> bool(train_recall(n_steps=20, seed=0).losses.shape == (20,))
+    True
     >>> train_recall(n_steps=0)
     Traceback (most recent call last):
     ...
@@ -375,18 +426,21 @@ def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_k
         raise ValueError(f"optimiser must be 'adam' or 'sgd', got {optimiser!r}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable, got {type(callback).__name__}")
-    rate = _checked_rate(learning_rate)
+    rate = check_learning_rate(learning_rate)
     data_rng = np.random.default_rng([seed, 1])  # the training batches
     params = init_recall_model(n_keys, n_values, d_k, d_v, seed=np.random.default_rng([seed, 0]),
                                init_std=init_std)
     initial = params
+    example = probe if probe is not None else associative_recall_batch(1, n_pairs, n_keys, n_values)
+    n_heads = _checked_model(params, example, n_heads)[2]  # once: the training loop calls the kernels
+    scale = _head_scale(d_k, n_heads, scaled)
     state = init_adam(params)
     losses = np.empty(n_steps)  # (n_steps,)
     snapshot_steps, snapshots, probe_accuracy = [], [], []
 
     def record(step: int) -> None:
         snapshot_steps.append(step)
-        fwd = recall_forward(params, probe, n_heads, scaled)
+        fwd = _forward(params, probe, n_heads, scale)
         snapshots.append(fwd.weights)  # (probe batch, h, n_q, n_pairs)
         probe_accuracy.append(float(np.mean(fwd.logits.argmax(axis=-1) == probe.targets)))
 
@@ -394,11 +448,11 @@ def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_k
         record(0)
     for step in range(n_steps):
         batch = associative_recall_batch(batch_size, n_pairs, n_keys, n_values, seed=data_rng)
-        losses[step], grads, _, _ = recall_loss_and_gradients(params, batch, n_heads, scaled)
+        losses[step], grads, _, _ = _loss_and_gradients(params, batch, n_heads, scale)
         if optimiser == "adam":
-            params, state = adam_step(params, grads, state, rate)
+            params, state = adam_update(params, grads, state, rate)
         else:
-            params = sgd_step(params, grads, rate)
+            params = descend(params, grads, rate)
         if probe is not None and snapshot_every and ((step + 1) % snapshot_every == 0 or step + 1 == n_steps):
             record(step + 1)
         if callback is not None:
@@ -410,10 +464,28 @@ def train_recall(n_steps: int = 300, batch_size: int = 32, n_pairs: int = 4, n_k
 
 
 def steps_to_loss(losses, threshold: float = 0.1, window: int = 10) -> int | None:
-    """The first step count after which the mean loss of the last ``window`` steps is below ``threshold``.
+    r"""The first step count after which the mean loss of the last ``window`` steps is below ``threshold``.
 
-    Averaging over a window smooths out lucky batches. Returns ``None`` if the loss never gets there.
+    .. math:: \min \Big\{ s \ge w : \tfrac{1}{w} \textstyle\sum_{i = s - w}^{s - 1} L_i < \text{threshold} \Big\}
 
+    Averaging over a window smooths out lucky batches.
+
+    Parameters
+    ----------
+    losses : array_like
+        ``(n_steps,)`` one loss per step.
+    threshold : float
+        The target loss.
+    window : int
+        Steps averaged.
+
+    Returns
+    -------
+    int or None
+        The step count, or ``None`` if the loss never gets there.
+
+    Examples
+    --------
     >>> steps_to_loss([1.0, 0.5, 0.05, 0.04, 0.03], threshold=0.1, window=2)
     4
     >>> steps_to_loss([1.0, 0.5], threshold=0.1, window=2) is None

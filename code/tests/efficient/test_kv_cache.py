@@ -1,4 +1,4 @@
-"""Tests of attnbook.kv_cache: decoding with and without a cache gives the same outputs; the counts are exact."""
+"""Tests of attnbook.efficient.kv_cache (and the closed-form counts of attnbook.kv_cache): decoding with and without a cache gives the same outputs; the counts are exact."""
 
 import re
 
@@ -9,13 +9,7 @@ from hypothesis import given
 
 from attnbook import causal_mask, self_attention
 from attnbook.counts import DECODE_STRATEGIES, decode_multiply_adds
-from attnbook.kv_cache import (
-    STRATEGIES,
-    DecodeResult,
-    KVCache,
-    decode,
-    decode_step,
-)
+from attnbook.efficient.kv_cache import STRATEGIES, DecodeResult, KVCache, decode, decode_step
 
 
 def problem(seed, t, d_model, d_k, d_v, batch=()):

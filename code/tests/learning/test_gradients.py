@@ -1,4 +1,4 @@
-"""Tests of attnbook.gradients: every backward pass against central finite differences (float64),
+"""Tests of attnbook.learning.gradients: every backward pass against central finite differences (float64),
 the softmax VJP against the explicit Jacobian, masks, broadcasting, the saturation bound, and errors."""
 
 import math
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis.extra.numpy import arrays
 
 from attnbook import causal_mask, scaled_dot_product_attention, softmax, softmax_jacobian
-from attnbook.gradients import (
+from attnbook.learning.gradients import (
     attention_backward,
     cross_entropy,
     cross_entropy_backward,

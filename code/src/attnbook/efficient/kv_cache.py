@@ -15,7 +15,7 @@ Three strategies decode the same sequence to the same outputs (up to rounding):
   last row (what calling a model on the prefix without a cache does).
 
 :func:`decode` counts the multiply-adds of the matrix products it performs;
-``attnbook.counts.decode_multiply_adds`` gives the same counts in closed form.
+:func:`attnbook.kv_cache.decode_multiply_adds` gives the same counts in closed form.
 
 >>> import numpy as np
 >>> from attnbook import causal_mask, self_attention
@@ -35,11 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
-from .masks import causal_mask
-from .projections import _checked_self_attention_inputs as _checked_inputs
-from .projections import _project
-from .validation import as_float_array, check_positive_int, check_shape
+from ..attention import attend, project
+from ..validation import as_float_array, check_positive_int, check_projections, check_shape
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_step"]
 
@@ -101,6 +98,11 @@ class KVCache:
             expected = self.batch_shape + (1, buffer.shape[-1])
             if array.shape != expected:
                 raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+        self.write(k_new, v_new)
+
+    def write(self, k_new: np.ndarray, v_new: np.ndarray) -> None:
+        """Unchecked kernel of :meth:`append`: store one token's key and value (refusing an overflow)."""
+        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
             _check_fits(array, name, buffer.dtype)
         if self.length == self.capacity:
             raise ValueError(
@@ -144,29 +146,55 @@ def _attention_macs(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> int:
     return math.prod(batch) * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarray:
+    """Attention output of checked arrays, computed as the reference does (at least in float32)."""
+    dtype = np.result_type(q, k, v, np.float32)
+    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+    return attend(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1])).output  # (..., n_q, d_v)
+
+
 def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new") -> tuple[np.ndarray, int]:
     """One cached step; ``x_name`` is the caller's argument that ``x_new`` comes from, for errors."""
-    q = _project(x_new, w_q, f"{x_name} @ w_q")  # (..., 1, d_k)
-    k = _project(x_new, w_k, f"{x_name} @ w_k")  # (..., 1, d_k)
-    v = _project(x_new, w_v, f"{x_name} @ w_v")  # (..., 1, d_v)
-    cache.append(k, v)
+    q = project(x_new, w_q, f"{x_name} @ w_q")  # (..., 1, d_k)
+    k = project(x_new, w_k, f"{x_name} @ w_k")  # (..., 1, d_k)
+    v = project(x_new, w_v, f"{x_name} @ w_v")  # (..., 1, d_v)
+    cache.write(k, v)
     keys, values = cache.keys, cache.values  # (..., s, d_k), (..., s, d_v)
-    out = scaled_dot_product_attention(q, keys, values).output  # (..., 1, d_v)
+    out = _attend(q, keys, values)  # (..., 1, d_v)
     macs = sum(_macs(x_new.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, keys, values)
     return out, macs
 
 
 def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
-    """One decoding step with a cache: project the new token ``x_new`` ``(..., 1, d_model)``, append
-    its key and value to ``cache``, and return its attention output ``(..., 1, d_v)`` over all
-    tokens so far.
+    r"""One decoding step with a cache: project the new token, append its key and value, attend over all tokens so far.
 
+    .. math:: q = x W_Q, \; K \leftarrow [K; x W_K], \; V \leftarrow [V; x W_V], \;
+              o = \operatorname{softmax}(q K^\top / \sqrt{d_k}) V
+
+    Parameters
+    ----------
+    cache : KVCache
+        The keys and values of the tokens decoded so far; one row is appended.
+    x_new : array_like
+        ``(..., 1, d_model)`` the new token.
+    w_q, w_k : array_like
+        ``(d_model, d_k)``.
+    w_v : array_like
+        ``(d_model, d_v)``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., 1, d_v)`` the new token's attention output.
+
+    Examples
+    --------
     >>> w = np.eye(2)
     >>> cache = KVCache(capacity=3, d_k=2, d_v=2)
     >>> print(decode_step(cache, [[1.0, 0.0]], w, w, w))      # the first token sees only itself
     [[1. 0.]]
     """
-    x_new, w_q, w_k, w_v = _checked_inputs(x_new, w_q, w_k, w_v)
+    x_new, w_q, w_k, w_v, _, _ = check_projections(x_new, w_q, w_k, w_v, name="x_new")
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
     if x_new.shape[-2] != 1:
@@ -175,20 +203,40 @@ def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
 
 
 def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
-    """Decode the tokens ``x`` ``(..., t, d_model)`` one step at a time with one causal attention head.
+    r"""Decode the tokens ``x`` one step at a time with one causal attention head.
 
-    Step ``s`` (``s = 1 .. t``) produces the output of token ``s`` from tokens ``1 .. s`` only; the
-    ``t`` outputs equal causal :func:`attnbook.self_attention` over the whole sequence. ``strategy``
-    is ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring). Returns the
-    outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products performed
-    (projections, ``q k^T`` and ``weights @ v``; the softmax's exponentials are not counted).
+    .. math:: o_s = \operatorname{softmax}\!\left(\frac{q_s K_{1..s}^\top}{\sqrt{d_k}}\right) V_{1..s}, \quad s = 1, \dots, t
 
+    Step ``s`` produces the output of token ``s`` from tokens ``1 .. s`` only; the ``t`` outputs
+    equal causal :func:`attnbook.self_attention` over the whole sequence.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., t, d_model)`` the tokens.
+    w_q, w_k : array_like
+        ``(d_model, d_k)``.
+    w_v : array_like
+        ``(d_model, d_v)``.
+    strategy : str
+        ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring).
+
+    Returns
+    -------
+    DecodeResult
+        The outputs ``(..., t, d_v)`` and the number of multiply-adds of the matrix products
+        performed (projections, ``q k^T`` and ``weights @ v``; the exponentials are not counted).
+
+    Examples
+    --------
+    >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2))).outputs.shape
+    (3, 2)
     >>> decode(np.ones((3, 4)), np.ones((4, 2)), np.ones((4, 2)), np.ones((4, 2)), strategy="fast")
     Traceback (most recent call last):
     ...
     ValueError: strategy must be one of ('cache', 'recompute_kv', 'recompute_all'), got 'fast'
     """
-    x, w_q, w_k, w_v = _checked_inputs(x, w_q, w_k, w_v)
+    x, w_q, w_k, w_v, _, _ = check_projections(x, w_q, w_k, w_v)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     t = x.shape[-2]
@@ -202,20 +250,19 @@ def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
             out, step_macs = _step(cache, x_new, w_q, w_k, w_v, x_name="x")  # (..., 1, d_v)
         elif strategy == "recompute_kv":
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = _project(x_new, w_q, "x @ w_q")  # (..., 1, d_k)
-            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k): recomputed for the whole prefix
-            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
-            out = scaled_dot_product_attention(q, k, v).output  # (..., 1, d_v)
+            q = project(x_new, w_q, "x @ w_q")  # (..., 1, d_k)
+            k = project(prefix, w_k, "x @ w_k")  # (..., s, d_k): recomputed for the whole prefix
+            v = project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
+            out = _attend(q, k, v)  # (..., 1, d_v)
             step_macs = (_macs(x_new.shape, w_q.shape) + _macs(prefix.shape, w_k.shape)
                          + _macs(prefix.shape, w_v.shape) + _attention_macs(q, k, v))
         else:
             prefix = x[..., :s, :]  # (..., s, d_model)
-            q = _project(prefix, w_q, "x @ w_q")  # (..., s, d_k)
-            k = _project(prefix, w_k, "x @ w_k")  # (..., s, d_k)
-            v = _project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
-            out = scaled_dot_product_attention(q, k, v, mask=causal_mask(s)).output[..., -1:, :]  # (..., 1, d_v)
+            q = project(prefix, w_q, "x @ w_q")  # (..., s, d_k)
+            k = project(prefix, w_k, "x @ w_k")  # (..., s, d_k)
+            v = project(prefix, w_v, "x @ w_v")  # (..., s, d_v)
+            out = _attend(q, k, v, np.tri(s, dtype=bool))[..., -1:, :]  # (..., 1, d_v): causal, last row
             step_macs = sum(_macs(prefix.shape, w.shape) for w in (w_q, w_k, w_v)) + _attention_macs(q, k, v)
         outputs[..., s - 1 : s, :] = out
         macs += step_macs
     return DecodeResult(outputs, int(macs))
-

@@ -1,4 +1,4 @@
-"""Tests of attnbook.tiled: tiled attention equals the package's attention, never holds n x n, skips empty tiles."""
+"""Tests of attnbook.efficient.tiled: tiled attention equals the package's attention, never holds n x n, skips empty tiles."""
 
 import re
 import tracemalloc
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis.extra.numpy import arrays
 
 from attnbook import causal_mask, padding_mask, scaled_dot_product_attention
-from attnbook.tiled import FULL, PARTIAL, SKIPPED, tile_plan, tiled_attention
+from attnbook.efficient.tiled import FULL, PARTIAL, SKIPPED, tile_plan, tiled_attention
 
 TOLERANCE = {np.float32: {"rtol": 2e-5, "atol": 2e-5}, np.float64: {"rtol": 1e-11, "atol": 1e-12}}
 
@@ -183,16 +183,16 @@ def test_plan_codes_describe_the_combined_mask_of_each_tile(n_q, n_k, block_q, b
 
 
 def test_skipped_tiles_are_never_computed(monkeypatch):
-    import attnbook.tiled as tiled
+    import attnbook.efficient.tiled as tiled
 
     calls = []
-    real_update = tiled._update
+    real_update = tiled.fold
 
     def counting_update(state, scores, values, allowed):
         calls.append(scores.shape)
         return real_update(state, scores, values, allowed)
 
-    monkeypatch.setattr(tiled, "_update", counting_update)
+    monkeypatch.setattr(tiled, "fold", counting_update)
     q = np.ones((6, 2))  # (n, d)
     tiled_attention(q, q, q, causal=True, block_q=2, block_k=2)
     plan = tile_plan(6, 6, 2, 2, causal=True)
@@ -243,7 +243,8 @@ def test_shape_errors_name_both_arguments():
 def test_mask_errors_are_clear():
     args = (np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)))
     with pytest.raises(ValueError, match=re.escape(
-            "mask has shape (3, 4) but the weights have shape (..., 3, 5); the mask must broadcast to them")):
+            "mask has shape (3, 4) but the weights have shape (..., 3, 5) (q has shape (3, 4), k has shape (5, 4)); "
+            "the mask must broadcast to them")):
         tiled_attention(*args, mask=np.ones((3, 4), dtype=bool))
     with pytest.raises(TypeError, match=re.escape("mask has dtype float64; expected a boolean array")):
         tiled_attention(*args, mask=np.ones((3, 5)))

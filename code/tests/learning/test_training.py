@@ -1,4 +1,4 @@
-"""Tests of attnbook.training: the recall data, the model's gradients against finite differences,
+"""Tests of attnbook.learning.training and attnbook.learning.optim: the recall data, the model's gradients against finite differences,
 the optimisers, determinism, that training learns the task, and the chapter's ablation in outline."""
 
 import math
@@ -7,16 +7,14 @@ import re
 import numpy as np
 import pytest
 
-from attnbook.training import (
+from attnbook.learning.optim import adam_step, init_adam, sgd_step
+from attnbook.learning.training import (
     RecallParameters,
-    adam_step,
     associative_recall_batch,
-    init_adam,
     init_recall_model,
     recall_accuracy,
     recall_forward,
     recall_loss_and_gradients,
-    sgd_step,
     steps_to_loss,
     train_recall,
 )

@@ -1,4 +1,4 @@
-"""Tests of attnbook.normalizers: ReLU weights as the alternative to softmax."""
+"""Tests of attnbook.softmax.relu_weights: ReLU weights as the alternative to softmax."""
 
 import re
 import warnings
@@ -97,7 +97,7 @@ def test_integer_mask_with_a_two_is_refused():
 
 
 def test_scalar_scores_are_refused():
-    with pytest.raises(ValueError, match=r"^scores is a scalar; expected at least one dimension$"):
+    with pytest.raises(ValueError, match=r"^scores is a scalar; expected at least one dimension \(the axis to normalise over\)$"):
         relu_weights(3.0)
 
 

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import as_bool_mask, as_float_array, check_axis, check_positive_int, check_shape
+from ..validation import as_float_array, check_logits, check_positive_int, check_shape
 
 __all__ = [
     "OnlineSoftmaxState",
@@ -54,10 +54,26 @@ class OnlineSoftmaxState(NamedTuple):
 
 
 def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> OnlineSoftmaxState:
-    """The state before any score: ``m = -inf``, ``l = 0``, ``o = 0``, for rows of shape ``batch_shape``.
+    r"""The state before any score: ``m = -inf``, ``l = 0``, ``o = 0``, for rows of shape ``batch_shape``.
 
-    ``d_v`` is the width of the values that will be averaged (0: only the normaliser is tracked).
+    .. math:: m_0 = -\infty, \quad l_0 = 0, \quad o_0 = 0
 
+    Parameters
+    ----------
+    batch_shape : tuple of int
+        The shape of the rows' index (``()`` for one row).
+    d_v : int
+        The width of the values that will be averaged (0: only the normaliser is tracked).
+    dtype : numpy float dtype
+        The state's float type.
+
+    Returns
+    -------
+    OnlineSoftmaxState
+        ``max`` and ``total`` ``(..., 1)``, ``output`` ``(..., d_v)``.
+
+    Examples
+    --------
     >>> s = online_softmax_init((2,), d_v=3, dtype=np.float32)
     >>> s.max.shape, s.total.shape, s.output.shape, s.output.dtype
     ((2, 1), (2, 1), (2, 3), dtype('float32'))
@@ -67,6 +83,15 @@ def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> Onlin
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+    return start_state(batch_shape, d_v, dtype)
+
+
+def start_state(batch_shape: tuple[int, ...], d_v: int, dtype) -> OnlineSoftmaxState:
+    """Unchecked kernel of :func:`online_softmax_init`: ``m = -inf``, ``l = 0``, ``o = 0``.
+
+    >>> start_state((), 1, np.float64).max.tolist()
+    [-inf]
+    """
     m = np.full(batch_shape + (1,), -np.inf, dtype=dtype)  # (..., 1)
     l = np.zeros(batch_shape + (1,), dtype=dtype)  # (..., 1)
     o = np.zeros(batch_shape + (d_v,), dtype=dtype)  # (..., d_v)
@@ -89,10 +114,14 @@ def _checked_state(state) -> OnlineSoftmaxState:
     return OnlineSoftmaxState(m, l, o)
 
 
-def _update(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> OnlineSoftmaxState:
-    """One step of the recurrence on checked arrays. ``s`` (..., b) is overwritten (it becomes p).
+def fold(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> OnlineSoftmaxState:
+    """Unchecked kernel of :func:`online_softmax_update`: one step of the recurrence on checked arrays.
 
-    ``allowed`` is None (every score counts) or a boolean array broadcasting to ``s``.
+    ``s`` (..., b) is overwritten (it becomes p). ``allowed`` is None (every score counts) or a
+    boolean array broadcasting to ``s``.
+
+    >>> float(fold(start_state((), 0, np.float64), np.array([0.0, 0.0]), None, None).total[0])
+    2.0
     """
     m_old = state.max  # (..., 1)
     if allowed is None:
@@ -118,18 +147,30 @@ def _update(state: OnlineSoftmaxState, s: np.ndarray, values, allowed) -> Online
 
 
 def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftmaxState:
-    """Fold a block of scores (and their values) into the running state; return the new state.
+    r"""Fold a block of scores (and their values) into the running state; return the new state.
+
+    .. math:: m' = \max(m, \max_j s_j), \quad l' = l e^{m - m'} + \sum_j e^{s_j - m'}, \quad
+              o' = o e^{m - m'} + \sum_j e^{s_j - m'} v_j
 
     Parameters
     ----------
-    state : the :class:`OnlineSoftmaxState` so far, rows of shape ``(...,)``.
-    scores : ``(..., b)`` the next ``b`` scores of every row; ``-inf`` means masked.
-    values : optional ``(..., b, d_v)`` values of the block, averaged with the softmax weights
-        (``p @ values``, so one set of values may be shared by all rows: ``(b, d_v)``).
-    mask : optional boolean array broadcasting to ``scores``; True = the score takes part.
+    state : OnlineSoftmaxState
+        The state so far, rows of shape ``(...,)``.
+    scores : array_like
+        ``(..., b)`` the next ``b`` scores of every row; ``-inf`` means masked.
+    values : array_like, optional
+        ``(..., b, d_v)`` values of the block, averaged with the softmax weights (``p @ values``, so
+        one set of values may be shared by all rows: ``(b, d_v)``).
+    mask : array_like of bool, optional
+        Broadcasting to ``scores``; True = the score takes part.
 
-    The inputs are not modified. The state's float type is kept (at least float32).
+    Returns
+    -------
+    OnlineSoftmaxState
+        The new state; the inputs are not modified, the state's float type is kept (at least float32).
 
+    Examples
+    --------
     >>> s = online_softmax_update(online_softmax_init(), [0.0, 0.0])
     >>> float(s.max[0]), float(s.total[0])
     (0.0, 2.0)
@@ -140,9 +181,9 @@ def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftma
     """
     state = _checked_state(state)
     rows = state.max.shape[:-1]
-    s = as_float_array(scores, "scores", allow_neg_inf=True)  # (..., b)
-    if s.ndim == 0:
+    if np.ndim(scores) == 0:
         raise ValueError("scores is a scalar; expected a block of scores of shape (..., b)")
+    s, _, allowed = check_logits(scores, -1, mask, name="scores")  # (..., b) each
     if s.shape[:-1] != rows:
         expected = "(" + ", ".join([*map(str, rows), "b"]) + ")"
         raise ValueError(
@@ -165,52 +206,81 @@ def online_softmax_update(state, scores, values=None, mask=None) -> OnlineSoftma
         raise ValueError(
             f"the state averages values of width d_v = {state.output.shape[-1]} but no values were given"
         )
-    allowed = ~np.isneginf(s)  # (..., b)
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        try:
-            allowed = allowed & np.broadcast_to(mask, s.shape)  # (..., b)
-        except ValueError:
-            raise ValueError(
-                f"mask has shape {mask.shape} but scores has shape {s.shape}; the mask must broadcast to scores"
-            ) from None
-    s = np.array(s, dtype=dtype, copy=True)  # (..., b): a private copy, overwritten by _update
+    s = np.array(s, dtype=dtype, copy=True)  # (..., b): a private copy, overwritten by fold
     state = OnlineSoftmaxState(*(a.astype(dtype, copy=False) for a in state))
-    return _update(state, s, v, None if allowed.all() else allowed)
+    return fold(state, s, v, None if allowed.all() else allowed)
 
 
 def online_softmax_finish(state) -> np.ndarray:
-    """The normalised output ``o / l`` of a state, ``(..., d_v)``; zero for rows with no allowed score.
+    r"""The normalised output ``o / l`` of a state; zero for rows with no allowed score.
 
+    .. math:: \text{output} = o / l = \sum_j \operatorname{softmax}(s)_j v_j
+
+    Parameters
+    ----------
+    state : OnlineSoftmaxState
+        The state after the last block.
+
+    Returns
+    -------
+    ndarray
+        ``(..., d_v)``.
+
+    Examples
+    --------
     >>> print(online_softmax_finish(online_softmax_init((2,), d_v=2)))
     [[0. 0.]
      [0. 0.]]
     """
-    return _finish(_checked_state(state))
+    return finish(_checked_state(state))
 
 
-def _finish(state: OnlineSoftmaxState) -> np.ndarray:
-    """``o / l`` of a checked state, ``(..., d_v)``; zero for rows with no allowed score."""
+def finish(state: OnlineSoftmaxState) -> np.ndarray:
+    """Unchecked kernel of :func:`online_softmax_finish`: ``o / l``, zero for rows with no allowed score.
+
+    >>> finish(start_state((), 1, np.float64)).tolist()
+    [0.0]
+    """
     o, l = state.output, state.total  # (..., d_v), (..., 1)
     return np.divide(o, l, out=np.zeros_like(o), where=l > 0)  # (..., d_v)
 
 
 def _normaliser(s: np.ndarray, allowed: np.ndarray, block_size: int) -> OnlineSoftmaxState:
     """One streaming pass over the last axis of ``s`` in blocks: the final (m, l) of every row."""
-    state = online_softmax_init(s.shape[:-1], 0, s.dtype)
+    state = start_state(s.shape[:-1], 0, s.dtype)
     for start in range(0, s.shape[-1], block_size):
         block = slice(start, start + block_size)
         mask_block = allowed[..., block]  # (..., b)
-        state = _update(state, s[..., block].copy(), None, None if mask_block.all() else mask_block)
+        state = fold(state, s[..., block].copy(), None, None if mask_block.all() else mask_block)
     return state
 
 
 def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndarray:
-    """Softmax along ``axis`` computed the online way: one streaming pass for (m, l), then the weights.
+    r"""Softmax along ``axis`` computed the online way: one streaming pass for (m, l), then the weights.
+
+    .. math:: \operatorname{softmax}(x)_i = e^{x_i - m_n} / l_n \text{ with } (m_n, l_n) \text{ from the recurrence}
 
     Equal to :func:`attnbook.softmax` (same masking convention) up to rounding, for every
     ``block_size``; ``block_size=1`` is the element-by-element recurrence.
 
+    Parameters
+    ----------
+    x : array_like
+        Real logits, at least one dimension; ``-inf`` means masked.
+    axis : int
+        The axis normalised.
+    mask : array_like of bool, optional
+        Broadcasting to ``x``; True = the logit takes part.
+    block_size : int
+        Scores per block of the streaming pass.
+
+    Returns
+    -------
+    ndarray
+        Shaped like ``x``, in its float type.
+
+    Examples
+    --------
     >>> print(np.round(online_softmax([1.0, 2.0, 4.0], block_size=2), 4))
     [0.042  0.1142 0.8438]
     >>> online_softmax([1.0, 2.0], block_size=0)
@@ -218,20 +288,8 @@ def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndar
     ...
     ValueError: block_size must be at least 1, got 0
     """
-    logits = as_float_array(x, "x", allow_neg_inf=True)  # (..., n, ...)
-    if logits.ndim == 0:
-        raise ValueError("x is a scalar; softmax needs at least one dimension to normalise over")
-    axis = check_axis(axis, logits.ndim)
+    logits, axis, allowed = check_logits(x, axis, mask)  # (..., n, ...) each
     block_size = check_positive_int(block_size, "block_size")
-    allowed = ~np.isneginf(logits)  # (same shape as logits)
-    if mask is not None:
-        mask = as_bool_mask(mask)
-        try:
-            allowed = allowed & np.broadcast_to(mask, logits.shape)
-        except ValueError:
-            raise ValueError(
-                f"mask has shape {mask.shape} but x has shape {logits.shape}; the mask must broadcast to x"
-            ) from None
     s = np.moveaxis(logits, axis, -1).astype(np.result_type(logits, np.float32), copy=False)  # (..., n)
     allowed = np.moveaxis(allowed, axis, -1)  # (..., n)
     state = _normaliser(s, allowed, block_size)  # max, total: (..., 1)
@@ -242,10 +300,26 @@ def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndar
 
 
 def online_softmax_trace(scores, block_size: int = 1, values=None) -> list[OnlineSoftmaxState]:
-    """The state after each block, for one row of ``scores`` ``(n,)`` (and values ``(n, d_v)``).
+    r"""The state after each block, for one row of ``scores`` (and values), to follow the recurrence by hand.
 
-    Used to follow the recurrence by hand: entry ``j`` is the state after ``j + 1`` blocks.
+    .. math:: (m_t, l_t, o_t), \quad t = 1, \dots, \lceil n / b \rceil
 
+    Parameters
+    ----------
+    scores : array_like
+        ``(n,)`` one row of scores.
+    block_size : int
+        Scores per block.
+    values : array_like, optional
+        ``(n, d_v)``.
+
+    Returns
+    -------
+    list of OnlineSoftmaxState
+        Entry ``j`` is the state after ``j + 1`` blocks.
+
+    Examples
+    --------
     >>> [(float(t.max[0]), round(float(t.total[0]), 4)) for t in online_softmax_trace([1.0, 2.0, 4.0], 2)]
     [(2.0, 1.3679), (4.0, 1.1851)]
     """
@@ -256,10 +330,14 @@ def online_softmax_trace(scores, block_size: int = 1, values=None) -> list[Onlin
     v = None if values is None else as_float_array(values, "values")  # (n, d_v)
     if v is not None and (v.ndim != 2 or v.shape[0] != s.shape[0]):
         raise ValueError(f"values has shape {v.shape} but scores has shape {s.shape}; expected ({s.shape[0]}, d_v)")
-    state = online_softmax_init((), 0 if v is None else v.shape[1], np.result_type(s, np.float32))
+    dtype = np.result_type(s, np.float32) if v is None else np.result_type(s, v, np.float32)
+    s = s.astype(dtype)  # (n,): a private copy, overwritten block by block by fold
+    v = None if v is None else v.astype(dtype, copy=False)  # (n, d_v)
+    state = start_state((), 0 if v is None else v.shape[1], dtype)
     trace = []
     for start in range(0, s.shape[0], block_size):
         block = slice(start, start + block_size)
-        state = online_softmax_update(state, s[block], None if v is None else v[block])
+        allowed = ~np.isneginf(s[block])  # (b,)
+        state = fold(state, s[block], None if v is None else v[block], None if allowed.all() else allowed)
         trace.append(state)
     return trace

@@ -3,7 +3,7 @@
 The queries are cut into blocks of ``block_q`` rows and the keys and values into blocks of
 ``block_k`` rows. For one block of queries, the key blocks are visited in turn; each visit computes
 a ``(block_q, block_k)`` tile of scores, folds it into the running maximum, normaliser and output of
-the online softmax (:mod:`attnbook.online_softmax`), and throws the tile away. Memory beyond the
+the online softmax (:mod:`attnbook.efficient.online_softmax`), and throws the tile away. Memory beyond the
 inputs and the output is a few tiles, whatever ``n``; the result equals
 :func:`attnbook.scaled_dot_product_attention`'s output up to rounding.
 
@@ -27,25 +27,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import _checked_qkv, _checked_scale
-from .online_softmax import OnlineSoftmaxState, _finish, _update, online_softmax_init
-from .softmax import _scores_overflowed
-from .validation import as_bool_mask, broadcast_batch_shapes, check_min_ndim, check_positive_int
+from ..validation import check_attention_inputs, check_bool, check_mask, check_positive_int, overflow_error
+from .online_softmax import OnlineSoftmaxState, finish, fold, start_state
 
 __all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]
 
 SKIPPED, PARTIAL, FULL = 0, 1, 2  # tile_plan's codes: no allowed pair / some allowed / all allowed
-
-
-def _checked_mask(mask, n_q: int, n_k: int) -> np.ndarray:
-    mask = as_bool_mask(mask)  # (..., n_q | 1, n_k | 1)
-    check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
-    if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
-        raise ValueError(
-            f"mask has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}); "
-            "the mask must broadcast to them"
-        )
-    return mask
 
 
 def _mask_tile(mask: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
@@ -65,13 +52,12 @@ def _causal_tile(rows: slice, cols: slice, offset: int) -> np.ndarray:
 def _checked_blocks(n_q: int, n_k: int, block_q, block_k, causal) -> tuple[int, int, bool]:
     block_q = check_positive_int(block_q, "block_q")
     block_k = check_positive_int(block_k, "block_k")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    causal = check_bool(causal, "causal")
     if causal and n_k < n_q:
         raise ValueError(
             f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries"
         )
-    return block_q, block_k, bool(causal)
+    return block_q, block_k, causal
 
 
 def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) -> np.ndarray:
@@ -100,14 +86,34 @@ def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) ->
 
 
 def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = False, mask=None) -> np.ndarray:
-    """Which tiles :func:`tiled_attention` computes: an int8 array ``(ceil(n_q/block_q), ceil(n_k/block_k))``.
+    r"""Which tiles :func:`tiled_attention` computes: an int8 array ``(ceil(n_q/block_q), ceil(n_k/block_k))``.
 
-    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0) when
-    no query of the block may attend to any key of the block (the tile is never computed),
+    .. math:: P_{ab} \in \{\text{SKIPPED}, \text{PARTIAL}, \text{FULL}\}
+
+    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0)
+    when no query of the block may attend to any key of the block (the tile is never computed),
     ``PARTIAL`` (1) when some pairs are masked, ``FULL`` (2) when all are allowed. With a batched
     ``mask``, a tile is skipped only if no batch entry allows a pair in it, and full only if every
     batch entry allows every pair.
 
+    Parameters
+    ----------
+    n_q, n_k : int
+        Numbers of queries and keys.
+    block_q, block_k : int
+        Rows per query block and per key block.
+    causal : bool
+        Apply the causal mask.
+    mask : array_like of bool, optional
+        Broadcasting to ``(..., n_q, n_k)``.
+
+    Returns
+    -------
+    ndarray of int8
+        The plan.
+
+    Examples
+    --------
     >>> tile_plan(6, 6, 2, 2, causal=True).tolist()
     [[1, 0, 0], [2, 1, 0], [2, 2, 1]]
     >>> tile_plan(5, 5, 2, 3).tolist()
@@ -117,28 +123,41 @@ def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = Fal
     n_k = check_positive_int(n_k, "n_k", minimum=0)
     block_q, block_k, causal = _checked_blocks(n_q, n_k, block_q, block_k, causal)
     if mask is not None:
-        mask = _checked_mask(mask, n_q, n_k)
+        mask = check_mask(mask, n_q, n_k)  # (..., n_q | 1, n_k | 1)
     return _plan(n_q, n_k, block_q, block_k, causal, mask)
 
 
 def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, block_q: int = 128,
                     block_k: int = 1024) -> np.ndarray:
-    """Exact scaled dot-product attention, computed tile by tile; returns the output ``(..., n_q, d_v)``.
+    r"""Exact scaled dot-product attention, computed tile by tile; returns the output ``(..., n_q, d_v)``.
 
-    Parameters
-    ----------
-    q, k, v, mask, scale : as in :func:`attnbook.scaled_dot_product_attention` (shapes
-        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may
-        attend, broadcasting to ``(..., n_q, n_k)``; leading dimensions broadcast).
-    causal : also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
-    block_q, block_k : rows per query block and per key block; any positive sizes (they need not
-        divide ``n_q`` or ``n_k``).
+    .. math:: O_{I} = \sum_{J} \operatorname{fold}\big(\text{scale}\, Q_I K_J^\top,\; V_J\big)
+              \text{ over key blocks } J, \text{ for each query block } I
 
     Unlike ``scaled_dot_product_attention`` it returns no weights: never forming the
     ``(..., n_q, n_k)`` weight matrix is the point. A query with no allowed key gets a zero output,
     the package's convention. Computed, like ``scaled_dot_product_attention``, in the widest float
     type of q, k and v, and at least in float32.
 
+    Parameters
+    ----------
+    q, k, v, mask, scale
+        As in :func:`attnbook.scaled_dot_product_attention` (shapes ``(..., n_q, d_k)``,
+        ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may attend, broadcasting
+        to ``(..., n_q, n_k)``; leading dimensions broadcast).
+    causal : bool
+        Also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
+    block_q, block_k : int
+        Rows per query block and per key block; any positive sizes (they need not divide ``n_q`` or
+        ``n_k``).
+
+    Returns
+    -------
+    ndarray
+        ``(..., n_q, d_v)``.
+
+    Examples
+    --------
     >>> out = tiled_attention(np.eye(2), 2 * np.eye(2), np.eye(2), block_q=1, block_k=1)
     >>> print(np.round(out, 4))
     [[0.8044 0.1956]
@@ -148,24 +167,19 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
     ...
     ValueError: block_k must be at least 1, got 0
     """
-    q, k, v = _checked_qkv(q, k, v)  # (..., n_q, d_k), (..., n_k, d_k), (..., n_k, d_v)
+    q, k, v, mask, factor = check_attention_inputs(q, k, v, mask, scale)  # at least float32, as the reference
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     block_q, block_k, causal = _checked_blocks(n_q, n_k, block_q, block_k, causal)
-    shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2]}
-    if mask is not None:
-        mask = _checked_mask(mask, n_q, n_k)  # (..., n_q | 1, n_k | 1)
-        shapes["mask"] = mask.shape[:-2]
-    batch = broadcast_batch_shapes(shapes)
-    factor = _checked_scale(scale, q.shape[-1])
-    dtype = np.result_type(q, k, v, np.float32)  # compute and output type, as scaled_dot_product_attention's
-    q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
+    shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]] + ([] if mask is None else [mask.shape[:-2]])
+    batch = tuple(np.broadcast_shapes(*shapes))
+    dtype = q.dtype
     plan = _plan(n_q, n_k, block_q, block_k, causal, mask)  # (tiles_q, tiles_k)
     offset = n_k - n_q
     output = np.empty(batch + (n_q, d_v), dtype=dtype)  # (..., n_q, d_v)
     for a, i0 in enumerate(range(0, n_q, block_q)):
         rows = slice(i0, min(i0 + block_q, n_q))
         q_block = q[..., rows, :] * np.asarray(factor, dtype=dtype)  # (..., block_q, d_k), pre-scaled
-        state = online_softmax_init(batch + (rows.stop - rows.start,), d_v, dtype)  # (..., block_q, 1 | d_v)
+        state = start_state(batch + (rows.stop - rows.start,), d_v, dtype)  # (..., block_q, 1 | d_v)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is detected below, once per query block
             for b, j0 in enumerate(range(0, n_k, block_k)):
                 if plan[a, b] == SKIPPED:
@@ -179,9 +193,9 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
                         allowed = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
                     if causal:
                         allowed = allowed & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
-                state = _update(state, scores, v[..., cols, :], allowed)  # scores is overwritten
+                state = fold(state, scores, v[..., cols, :], allowed)  # scores is overwritten
         _refuse_overflow(state, v, rows, n_k, offset, causal, mask)
-        output[..., rows, :] = _finish(state)  # (..., block_q, d_v)
+        output[..., rows, :] = finish(state)  # (..., block_q, d_v)
     return output
 
 
@@ -203,7 +217,7 @@ def _refuse_overflow(state: OnlineSoftmaxState, v: np.ndarray, rows: slice, n_k:
                 allowed = allowed & _causal_tile(rows, every, offset)  # (..., block_q, n_k)
             lost = lost | (np.isneginf(m) & allowed.any(axis=-1, keepdims=True))  # (..., block_q, 1)
         if np.any(lost):
-            raise _scores_overflowed(m.dtype)
+            raise overflow_error(m.dtype)
     if not np.all(np.isfinite(state.output)):
         raise ValueError(
             f"the weighted sum of v overflowed in {v.dtype} before normalisation (v holds values up to "

@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import _checked_scale
-from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_axis, check_min_ndim
+from ..validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_axis, check_mask, check_min_ndim
+from ..validation import check_scale
 
 __all__ = [
     "AttentionGradients",
@@ -98,20 +98,32 @@ def _check_sums(a: np.ndarray, axis: int, name: str) -> None:
 
 
 def softmax_backward(weights, grad_weights, axis: int = -1) -> np.ndarray:
-    """Vector-Jacobian product of softmax: ``dL/ds`` from ``a = softmax(s)`` and ``g = dL/da``.
+    r"""Vector-Jacobian product of softmax: ``dL/ds`` from ``a = softmax(s)`` and ``g = dL/da``.
 
-    ``dL/ds = a * (g - sum(g * a))``, the sum taken along ``axis``; this is ``g J`` with the
-    Jacobian ``J = diag(a) - a^T a`` of :func:`attnbook.softmax_jacobian`, computed in ``O(n)``
-    instead of ``O(n^2)``. Positions with weight 0 (masked, or fully masked slices) get gradient 0,
-    and each slice of the result sums to 0 (softmax ignores a common shift of its inputs).
+    .. math:: \frac{\partial L}{\partial s} = a \odot \left(g - \sum_j g_j a_j\right)
+
+    This is ``g J`` with the Jacobian ``J = diag(a) - a^T a`` of :func:`attnbook.softmax_jacobian`,
+    computed in ``O(n)`` instead of ``O(n^2)``. Positions with weight 0 (masked, or fully masked
+    slices) get gradient 0, and each slice of the result sums to 0 (softmax ignores a common shift
+    of its inputs).
 
     Parameters
     ----------
-    weights : ``(..., n, ...)`` the softmax output (non-negative; slices along ``axis`` sum to 1,
-        or to 0 for a fully masked slice).
-    grad_weights : the gradient ``dL/da``, same shape as ``weights``.
-    axis : the axis along which the softmax was taken.
+    weights : array_like
+        ``(..., n, ...)`` the softmax output (non-negative; slices along ``axis`` sum to 1, or to 0
+        for a fully masked slice).
+    grad_weights : array_like
+        The gradient ``dL/da``, same shape as ``weights``.
+    axis : int
+        The axis along which the softmax was taken.
 
+    Returns
+    -------
+    ndarray
+        ``dL/ds``, shaped like ``weights``.
+
+    Examples
+    --------
     >>> a = np.array([[0.8, 0.2]])                                   # (1, n)
     >>> print(softmax_backward(a, np.array([[1.0, 0.0]])))           # row sums to 0
     [[ 0.16 -0.16]]
@@ -138,22 +150,40 @@ def _softmax_vjp(a: np.ndarray, g: np.ndarray, axis: int) -> np.ndarray:
 
 
 def attention_backward(q, k, v, weights, grad_output, mask=None, scale=None) -> AttentionGradients:
-    """Gradients of a loss with respect to ``q``, ``k`` and ``v`` of scaled dot-product attention.
+    r"""Gradients of a loss with respect to ``q``, ``k`` and ``v`` of scaled dot-product attention.
+
+    .. math:: dV = A^\top dO, \quad dA = dO\, V^\top, \quad dS = \text{softmax-VJP}(dA), \quad
+              dQ = \text{scale}\; dS\, K, \quad dK = \text{scale}\; dS^\top Q
 
     The forward pass was ``weights = softmax(scale * q k^T, mask)`` and ``output = weights v``
-    (:func:`attnbook.scaled_dot_product_attention` with the same ``mask`` and ``scale``); given
-    ``grad_output = dL/d(output)``, this returns ``(dq, dk, dv)``, each with the shape of its input.
-    If an input was broadcast over batch dimensions, its gradient is summed over them.
-    Masked pairs (mask False) contribute nothing: their weight is 0, and so is their score gradient.
+    (:func:`attnbook.scaled_dot_product_attention` with the same ``mask`` and ``scale``). If an input
+    was broadcast over batch dimensions, its gradient is summed over them. Masked pairs (mask False)
+    contribute nothing: their weight is 0, and so is their score gradient.
 
     Parameters
     ----------
-    q : ``(..., n_q, d_k)``; k : ``(..., n_k, d_k)``; v : ``(..., n_k, d_v)``.
-    weights : ``(..., n_q, n_k)`` the attention weights returned by the forward pass.
-    grad_output : ``(..., n_q, d_v)`` the gradient of the loss with respect to the output.
-    mask : optional boolean array broadcasting to ``(..., n_q, n_k)``, True = may attend.
-    scale : the factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+    q : array_like
+        ``(..., n_q, d_k)``.
+    k : array_like
+        ``(..., n_k, d_k)``.
+    v : array_like
+        ``(..., n_k, d_v)``.
+    weights : array_like
+        ``(..., n_q, n_k)`` the attention weights returned by the forward pass.
+    grad_output : array_like
+        ``(..., n_q, d_v)`` the gradient of the loss with respect to the output.
+    mask : array_like of bool, optional
+        Broadcasting to ``(..., n_q, n_k)``, True = may attend.
+    scale : float, optional
+        The factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
 
+    Returns
+    -------
+    AttentionGradients
+        ``(dq, dk, dv)``, each with the shape of its input.
+
+    Examples
+    --------
     >>> from attnbook import scaled_dot_product_attention
     >>> q, k, v = np.eye(2), 2 * np.eye(2), np.eye(2)                  # (2, 2) each
     >>> out, w = scaled_dot_product_attention(q, k, v)
@@ -178,7 +208,7 @@ def attention_backward(q, k, v, weights, grad_output, mask=None, scale=None) -> 
         raise ValueError(f"k has shape {k.shape} but v has shape {v.shape}; k and v must have the same "
                          "number of positions n_k (second-to-last dimension)")
     n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
-    factor = _checked_scale(scale, q.shape[-1])
+    factor = check_scale(scale, q.shape[-1])
     a = _checked_weights(weights)  # (..., n_q, n_k)
     check_min_ndim(a, "weights", 2, "(..., n_q, n_k)")
     if a.shape[-2:] != (n_q, n_k):
@@ -192,11 +222,7 @@ def attention_backward(q, k, v, weights, grad_output, mask=None, scale=None) -> 
     shapes = {"q": q.shape[:-2], "k": k.shape[:-2], "v": v.shape[:-2], "weights": a.shape[:-2],
               "grad_output": g.shape[:-2]}
     if mask is not None:
-        mask = as_bool_mask(mask)  # (..., n_q | 1, n_k | 1)
-        check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
-        if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
-            raise ValueError(f"mask has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}); "
-                             "the mask must broadcast to them")
+        mask = check_mask(mask, n_q, n_k)  # (..., n_q | 1, n_k | 1)
         shapes["mask"] = mask.shape[:-2]
     broadcast_batch_shapes(shapes)
     dtype = np.result_type(q, k, v, a, g, np.float32)
@@ -204,11 +230,17 @@ def attention_backward(q, k, v, weights, grad_output, mask=None, scale=None) -> 
     if mask is not None and np.any(np.where(mask, 0, a)):
         raise ValueError("weights has a non-zero entry where mask is False; pass the weights that the "
                          "forward pass computed with this mask")
-    return _attention_backward(q, k, v, a, g, mask, factor)[0]
+    return backpropagate(q, k, v, a, g, mask, factor)[0]
 
 
-def _attention_backward(q, k, v, a, g, mask, factor) -> tuple[AttentionGradients, np.ndarray]:
-    """The backward pass on checked arrays; also returns dL/dS, the gradient of the scaled scores."""
+def backpropagate(q, k, v, a, g, mask, factor) -> tuple[AttentionGradients, np.ndarray]:
+    """Unchecked kernel of :func:`attention_backward`; also returns dL/dS, the gradient of the scaled scores.
+
+    >>> a = np.full((1, 2), 0.5)
+    >>> grads, ds = backpropagate(np.eye(2)[:1], np.eye(2), np.eye(2), a, np.array([[0.0, 1.0]]), None, 1.0)
+    >>> print(ds)
+    [[-0.25  0.25]]
+    """
     dv = np.swapaxes(a, -1, -2) @ g  # (..., n_k, d_v): dV = A^T dO
     ds = _score_gradient(v, a, g, mask)  # (..., n_q, n_k): dL/dS for the scaled scores S
     d_raw = ds * np.asarray(factor, dtype=ds.dtype)  # (..., n_q, n_k): d(q k^T) = scale * dS
@@ -229,15 +261,32 @@ def _score_gradient(v: np.ndarray, a: np.ndarray, g: np.ndarray, mask) -> np.nda
 
 
 def score_gradient(v, weights, grad_output, mask=None) -> np.ndarray:
-    """The gradient that reaches the scaled scores ``S``: ``dS = softmax-VJP(A, dO V^T)``.
+    r"""The gradient that reaches the scaled scores ``S``: ``dS = softmax-VJP(A, dO V^T)``.
 
-    This is the middle of :func:`attention_backward`, exposed because its size tells how much a
-    loss can still move the attention pattern: each entry is ``a_ij (g_ij - sum_l a_il g_il)`` with
-    ``g = dO V^T``, so a key that gets almost no weight also gets almost no gradient.
+    .. math:: dS_{ij} = a_{ij} \left(g_{ij} - \sum_l a_{il} g_{il}\right), \quad g = dO\, V^\top
 
-    ``v`` is ``(..., n_k, d_v)``, ``weights`` ``(..., n_q, n_k)``, ``grad_output`` ``(..., n_q, d_v)``;
-    the result has the broadcast shape ``(..., n_q, n_k)``, and each of its rows sums to 0.
+    This is the middle of :func:`attention_backward`, exposed because its size tells how much a loss
+    can still move the attention pattern: a key that gets almost no weight also gets almost no
+    gradient. Each row of the result sums to 0.
 
+    Parameters
+    ----------
+    v : array_like
+        ``(..., n_k, d_v)``.
+    weights : array_like
+        ``(..., n_q, n_k)``.
+    grad_output : array_like
+        ``(..., n_q, d_v)``.
+    mask : array_like of bool, optional
+        Masked scores get gradient 0.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n_q, n_k)``, the broadcast shape.
+
+    Examples
+    --------
     >>> a = np.array([[0.5, 0.5]])                                   # (n_q, n_k)
     >>> print(score_gradient(np.eye(2), a, np.array([[0.0, 1.0]])))  # L = o_12
     [[-0.25  0.25]]
@@ -259,11 +308,28 @@ def score_gradient(v, weights, grad_output, mask=None) -> np.ndarray:
 
 
 def linear_backward(x, w, grad_output) -> LinearGradients:
-    """Gradients through ``y = x @ w``: ``dx = dy w^T`` and ``dw = x^T dy`` summed over every row.
+    r"""Gradients through ``y = x @ w``: ``dx = dy w^T`` and ``dw = x^T dy`` summed over every row.
 
-    ``x`` is ``(..., d_in)``, ``w`` is ``(d_in, d_out)`` and ``grad_output`` is ``(..., d_out)``.
+    .. math:: dX = dY\, W^\top, \qquad dW = \sum_{\text{rows}} X^\top dY
+
     The same ``w`` acts on every row of ``x``, so ``dw`` adds up the contributions of all rows.
 
+    Parameters
+    ----------
+    x : array_like
+        ``(..., d_in)``.
+    w : array_like
+        ``(d_in, d_out)``.
+    grad_output : array_like
+        ``(..., d_out)``.
+
+    Returns
+    -------
+    LinearGradients
+        ``(dx, dw)``.
+
+    Examples
+    --------
     >>> dx, dw = linear_backward(np.array([[1.0, 2.0]]), np.eye(2), np.array([[0.5, -1.0]]))
     >>> print(dx, dw.tolist())
     [[ 0.5 -1. ]] [[0.5, -1.0], [1.0, -2.0]]
@@ -277,6 +343,15 @@ def linear_backward(x, w, grad_output) -> LinearGradients:
                          f"(d_in, d_out) with d_in = {x.shape[-1]}")
     if g.shape != x.shape[:-1] + (w.shape[1],):
         raise ValueError(f"grad_output has shape {g.shape}; x @ w has shape {x.shape[:-1] + (w.shape[1],)}")
+    return linear_grads(x, w, g)
+
+
+def linear_grads(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> LinearGradients:
+    """Unchecked kernel of :func:`linear_backward`.
+
+    >>> linear_grads(np.ones((1, 2)), np.eye(2), np.ones((1, 2))).dw.tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
     dx = g @ w.T  # (..., d_in)
     rows_x = x.reshape(-1, x.shape[-1])  # (rows, d_in): every row of every batch element
     rows_g = g.reshape(-1, g.shape[-1])  # (rows, d_out)
@@ -312,10 +387,24 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 
 def cross_entropy(logits, targets) -> float:
-    """Mean cross-entropy ``-log softmax(logits)[target]`` over all rows, computed stably.
+    r"""Mean cross-entropy ``-log softmax(logits)[target]`` over all rows, computed stably.
 
-    ``logits`` is ``(..., n_classes)``; ``targets`` holds one integer class per row, shape ``(...)``.
+    .. math:: L = -\frac{1}{N} \sum_r \log \operatorname{softmax}(z_r)_{t_r}
 
+    Parameters
+    ----------
+    logits : array_like
+        ``(..., n_classes)``.
+    targets : array_like of int
+        ``(...)``, one class per row.
+
+    Returns
+    -------
+    float
+        The mean loss.
+
+    Examples
+    --------
     >>> round(cross_entropy(np.zeros((2, 4)), np.array([0, 3])), 6) == round(float(np.log(4)), 6)
     True
     >>> cross_entropy(np.zeros((2, 4)), np.array([0, 4]))
@@ -323,22 +412,53 @@ def cross_entropy(logits, targets) -> float:
     ...
     ValueError: targets contains the class 4, outside 0 .. 3
     """
-    z, t = _checked_logits_targets(logits, targets)
+    return entropy(*_checked_logits_targets(logits, targets))
+
+
+def entropy(z: np.ndarray, t: np.ndarray) -> float:
+    """Unchecked kernel of :func:`cross_entropy`.
+
+    >>> round(entropy(np.zeros((1, 2)), np.array([0])), 4)
+    0.6931
+    """
     log_p = _log_softmax(z)  # (..., n_classes)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)  # (..., 1)
     return float(-picked.mean())
 
 
 def cross_entropy_backward(logits, targets) -> np.ndarray:
-    """Gradient of :func:`cross_entropy` with respect to ``logits``: ``(softmax(z) - onehot(t)) / N``.
+    r"""Gradient of :func:`cross_entropy` with respect to ``logits``: ``(softmax(z) - onehot(t)) / N``.
+
+    .. math:: \frac{\partial L}{\partial z_r} = \frac{\operatorname{softmax}(z_r) - e_{t_r}}{N}
 
     ``N`` is the number of rows, because the loss is their mean. Each row of the result sums to 0.
 
+    Parameters
+    ----------
+    logits : array_like
+        ``(..., n_classes)``.
+    targets : array_like of int
+        ``(...)``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n_classes)``.
+
+    Examples
+    --------
     >>> print(cross_entropy_backward(np.zeros((1, 4)), np.array([2])))
     [[ 0.25  0.25 -0.75  0.25]]
     """
-    z, t = _checked_logits_targets(logits, targets)
+    return entropy_grads(*_checked_logits_targets(logits, targets))
+
+
+def entropy_grads(z: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Unchecked kernel of :func:`cross_entropy_backward`.
+
+    >>> entropy_grads(np.zeros((1, 2)), np.array([0])).tolist()
+    [[-0.5, 0.5]]
+    """
     p = np.exp(_log_softmax(z))  # (..., n_classes)
     np.put_along_axis(p, t[..., None], np.take_along_axis(p, t[..., None], axis=-1) - 1, axis=-1)
     return p / t.size  # (..., n_classes)
-

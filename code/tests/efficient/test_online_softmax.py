@@ -1,4 +1,4 @@
-"""Tests of attnbook.online_softmax: the running-max recurrence is exact, for every way of cutting the scores."""
+"""Tests of attnbook.efficient.online_softmax: the running-max recurrence is exact, for every way of cutting the scores."""
 
 import math
 import re
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis.extra.numpy import arrays
 
 from attnbook import scaled_dot_product_attention, softmax
-from attnbook.online_softmax import (
+from attnbook.efficient.online_softmax import (
     OnlineSoftmaxState,
     online_softmax,
     online_softmax_finish,

@@ -1,0 +1,147 @@
+"""Tests of the package's shape: arguments are validated once, at the public boundary; no module imports
+another module's private names; unchecked kernels are marked; the version comes from the metadata."""
+
+import ast
+import collections
+import importlib
+import importlib.metadata
+import pkgutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnbook
+import attnbook.validation as validation
+from attnbook import (
+    decoder_layer,
+    encoder_layer,
+    init_decoder_layer,
+    init_encoder_layer,
+    init_multi_head_weights,
+    multi_head_attention,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+PACKAGE = Path(attnbook.__file__).parent
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def validation_entries(call) -> collections.Counter:
+    """Calls into attnbook.validation from outside it while ``call()`` runs, by (caller module, caller)."""
+    entries = collections.Counter()
+    inside = validation.__file__
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == inside and frame.f_back.f_code.co_filename != inside:
+            caller = frame.f_back.f_code
+            entries[(Path(caller.co_filename).name, caller.co_name)] += 1
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entries
+
+
+X = np.random.default_rng(0).standard_normal((2, 5, 8))  # (batch, n, d_model)
+
+
+def test_a_decoder_layer_validates_its_arguments_once_at_its_boundary():
+    weights, memory_mask = init_decoder_layer(8, 16, seed=0), padding_mask([5, 3])
+    entries = validation_entries(lambda: decoder_layer(X, X, weights, 2, memory_mask=memory_mask))
+    # the boundary only: y and memory (2 as_float_array, 2 check_min_ndim), the 26 arrays of the weights
+    # (two attentions of 8, a feed-forward network of 4, three norms of 2), n_heads, the mask, the batches;
+    # nothing from multihead.py, attention.py or softmax.py
+    assert set(entries) == {("transformer.py", "decoder_layer"), ("transformer.py", "_check_layer_weights"),
+                            ("transformer.py", "check")}
+    assert sum(entries.values()) == 2 + 2 + 26 + 1 + 1 + 1
+
+
+def test_an_encoder_layer_validates_its_arguments_once_at_its_boundary():
+    weights = init_encoder_layer(8, 16, seed=0)
+    entries = validation_entries(lambda: encoder_layer(X, weights, 2))
+    # x (as_float_array, check_min_ndim), the 16 arrays of the weights, n_heads, the batches
+    assert {module for module, _ in entries} == {"transformer.py"}
+    assert sum(entries.values()) == 2 + 16 + 1 + 1
+
+
+def test_multi_head_attention_validates_its_arguments_once_at_its_boundary():
+    weights = init_multi_head_weights(8, seed=0)
+    entries = validation_entries(lambda: multi_head_attention(X, X, X, weights, 2))
+    # query, key, value (as_float_array, check_min_ndim each), the 8 arrays of the weights, n_heads, the batches
+    assert {module for module, _ in entries} == {"multihead.py"}
+    assert sum(entries.values()) == 6 + 8 + 1 + 1
+
+
+def test_the_reference_attention_validates_in_one_call():
+    entries = validation_entries(lambda: scaled_dot_product_attention(X, X, X))
+    assert entries == {("attention.py", "scaled_dot_product_attention"): 1}
+
+
+def _imports_of(path: Path):
+    """(module it imports from, name) for every ``from ... import`` of attnbook's modules in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ".".join(("attnbook",) + path.relative_to(PACKAGE).parent.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source == "attnbook" or source.startswith("attnbook."):
+                for alias in node.names:
+                    yield source, alias.name
+
+
+def test_no_module_imports_a_private_name_of_another_attnbook_module():
+    private = [f"{path.relative_to(PACKAGE)}: from {source} import {name}"
+               for path in MODULES for source, name in _imports_of(path) if name.startswith("_")]
+    assert not private, "private names imported across modules:\n" + "\n".join(private)
+
+
+def test_the_ast_walk_sees_relative_imports_of_subpackages():
+    found = set(_imports_of(PACKAGE / "efficient" / "tiled.py"))
+    assert ("attnbook.validation", "check_attention_inputs") in found
+    assert ("attnbook.efficient.online_softmax", "fold") in found
+
+
+def _modules():
+    yield attnbook
+    for info in pkgutil.walk_packages(attnbook.__path__, "attnbook."):
+        yield importlib.import_module(info.name)
+
+
+def test_names_imported_across_modules_are_public_or_marked_unchecked_kernels():
+    # a name another module imports is either in its module's __all__ or an unchecked kernel
+    modules = {module.__name__: module for module in _modules()}
+    unmarked = []
+    for path in MODULES:
+        for source, name in _imports_of(path):
+            module = modules.get(source)
+            if module is None or name in getattr(module, "__all__", ()) or isinstance(getattr(module, name), type):
+                continue
+            doc = getattr(getattr(module, name), "__doc__", "") or ""
+            if not doc.startswith("Unchecked kernel"):
+                unmarked.append(f"{source}.{name}, imported by {path.relative_to(PACKAGE)}")
+    assert not unmarked, "neither public nor marked 'Unchecked kernel:':\n" + "\n".join(unmarked)
+
+
+def test_unchecked_kernels_are_not_exported():
+    for module in _modules():
+        for name in getattr(module, "__all__", ()):
+            doc = getattr(getattr(module, name), "__doc__", "") or ""
+            assert not doc.startswith("Unchecked kernel"), f"{module.__name__}.{name} is exported"
+
+
+def test_the_version_comes_from_the_package_metadata():
+    assert attnbook.__version__ == importlib.metadata.version("attnbook")
+
+
+@pytest.mark.parametrize("name", attnbook.__all__)
+def test_every_exported_name_is_importable_from_the_package(name):
+    assert getattr(attnbook, name) is not None
