@@ -9,7 +9,7 @@ from hypothesis import given
 
 from attnbook import banded_mask, scaled_dot_product_attention
 from attnbook.efficient.banded import banded_attention
-from attnbook.masks import banded_entry_count
+from attnbook.counts import attention_pair_count
 
 
 # --- banded_attention -------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ def test_banded_attention_computes_2w_plus_1_scores_per_query():
     x = np.zeros((n, 2))  # (n, d)
     band = banded_attention(x, x, x, window).weights
     assert band.size == n * (2 * window + 1)  # linear in n, against n * n = 1,000,000 for the full matrix
-    assert int((band > 0).sum()) == banded_entry_count(n, window)
+    assert int((band > 0).sum()) == attention_pair_count(n, window=window)
 
 
 @pytest.mark.parametrize("shapes, message", [
