@@ -145,3 +145,34 @@ def test_the_version_comes_from_the_package_metadata():
 @pytest.mark.parametrize("name", attnbook.__all__)
 def test_every_exported_name_is_importable_from_the_package(name):
     assert getattr(attnbook, name) is not None
+
+
+README = PACKAGE.parents[2] / "code" / "README.md"
+
+
+def _readme_modules() -> list[str]:
+    """The first cell of every row of code/README.md's module tables (``| module | holds | ...``), unquoted."""
+    names, in_table = [], False
+    for line in README.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells is None:
+            in_table = False
+        elif cells[0] == "module":
+            in_table = True
+        elif in_table and not set(cells[0]) <= set("-: "):
+            names.append(cells[0].strip("`"))
+    return names
+
+
+def test_code_readme_has_a_row_for_every_module_and_no_other():
+    walked = {"attnbook"} | {info.name.removeprefix("attnbook.")
+                             for info in pkgutil.walk_packages(attnbook.__path__, "attnbook.")}
+    listed = _readme_modules()
+    assert len(listed) == len(set(listed)), f"modules listed twice in code/README.md: {listed}"
+    assert not walked - set(listed), f"modules missing from code/README.md's tables: {sorted(walked - set(listed))}"
+    assert not set(listed) - walked, f"code/README.md lists modules that do not exist: {sorted(set(listed) - walked)}"
+
+
+def test_the_readme_rows_are_read_from_both_tables():
+    listed = _readme_modules()
+    assert {"attnbook", "validation", "efficient.tiled", "book.prose"} <= set(listed)

@@ -27,7 +27,21 @@ __all__ = ["AttentionResult", "attention_scores", "scaled_dot_product_attention"
 
 
 class AttentionResult(NamedTuple):
-    """What attention returns: unpack it as ``output, weights = ...``."""
+    """What attention returns: unpack it as ``output, weights = ...``.
+
+    Attributes
+    ----------
+    output : ndarray
+        ``(..., n_q, d_v)`` one weighted average of the values per query.
+    weights : ndarray
+        ``(..., n_q, n_k)`` the attention weights; each row sums to 1 (0 for a fully masked row).
+
+    Examples
+    --------
+    >>> result = scaled_dot_product_attention(np.zeros((2, 2)), np.eye(2), np.eye(2))
+    >>> result.weights.tolist(), result.output is result[0]
+    ([[0.5, 0.5], [0.5, 0.5]], True)
+    """
 
     output: np.ndarray  # (..., n_q, d_v)
     weights: np.ndarray  # (..., n_q, n_k)

@@ -68,7 +68,20 @@ _MAX_ERROR_TEXT = 200  # characters of a student's exception message that are re
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of a check: ``passed`` and a message in plain words (printed with a ✓ or ✗)."""
+    """The verdict of a check: ``passed`` and a message in plain words (printed with a ✓ or ✗).
+
+    Attributes
+    ----------
+    passed : bool
+        Whether the submitted work passed.
+    message : str
+        What was checked and, on failure, what differs, in plain words.
+
+    Examples
+    --------
+    >>> print(CheckResult(True, "softmax rows sum to 1"))
+    ✓ softmax rows sum to 1
+    """
 
     passed: bool
     message: str

@@ -32,6 +32,7 @@ from .validation import (
 
 __all__ = [
     "MultiHeadWeights",
+    "check_multi_head_inputs",
     "init_multi_head_weights",
     "merge_heads",
     "multi_head_attention",
@@ -41,7 +42,26 @@ __all__ = [
 
 
 class MultiHeadWeights(NamedTuple):
-    """Parameters of one multi-head attention layer; every matrix is ``(d_model, d_model)``."""
+    """Parameters of one multi-head attention layer; every matrix is ``(d_model, d_model)``.
+
+    Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
+    (``d_head = d_model / n_heads``), and rows of ``w_o`` in the same range.
+
+    Attributes
+    ----------
+    w_q, w_k, w_v : ndarray
+        ``(d_model, d_model)`` the query, key and value projections of all heads, side by side.
+    w_o : ndarray
+        ``(d_model, d_model)`` the output projection :math:`W_O` of the concatenated heads.
+    b_q, b_k, b_v, b_o : ndarray
+        ``(d_model,)`` the biases of the four projections.
+
+    Examples
+    --------
+    >>> w = init_multi_head_weights(4, seed=0)
+    >>> w.w_q.shape, w.b_o.tolist()
+    ((4, 4), [0.0, 0.0, 0.0, 0.0])
+    """
 
     w_q: np.ndarray  # (d_model, d_model): h query projections side by side
     w_k: np.ndarray  # (d_model, d_model)

@@ -52,10 +52,43 @@ def plot_heatmap(
 ):
     """Draw a 2-D matrix (typically attention weights) as a labelled heatmap; return the axes.
 
-    ``vmin``/``vmax`` default to 0 and 1, the range of attention weights; pass ``None`` to use the
-    data range (for raw scores). Values are written in the cells when ``annotate`` is True, or by
-    default when the matrix is at most 8 x 8.
+    Parameters
+    ----------
+    matrix : array_like
+        ``(n_rows, n_cols)`` values; row i is query i, column j key j.
+    ax : matplotlib Axes, optional
+        Where to draw; default a new figure sized to the matrix.
+    row_labels, col_labels : sequence, optional
+        One label per row and per column; default ``1, 2, ...``.
+    title : str, optional
+        The axes title.
+    xlabel, ylabel : str
+        Axis labels; default "key position j" and "query position i".
+    annotate : bool, optional
+        Write each value in its cell (black or white by the cell's lightness); default when the
+        matrix is at most 8 x 8.
+    fmt : str
+        Format of the written values; default ``".2f"``.
+    vmin, vmax : float or None
+        The colour range; default 0 and 1, the range of attention weights. ``None`` uses the data's
+        minimum or maximum (for raw scores).
+    cmap : str
+        A matplotlib colour map; default ``COLOUR_MAP`` (``cividis``, colour-blind safe).
+    colorbar : bool
+        Draw a colour bar beside the axes; default True.
 
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_heatmap([[0.8, 0.2], [0.2, 0.8]], title="weights")
+    >>> ax.get_title(), ax.get_xlabel(), [t.get_text() for t in ax.texts]
+    ('weights', 'key position j', ['0.80', '0.20', '0.20', '0.80'])
     >>> plot_heatmap(np.ones(3))
     Traceback (most recent call last):
     ...
@@ -103,13 +136,35 @@ def plot_heatmap(
 
 def plot_convex_combination(values, weights, ax=None, *, value_labels: Sequence | None = None,
                             title: str | None = None):
-    """Plot 2-D value vectors, their convex hull, and the output ``weights @ values`` inside it.
+    r"""Plot 2-D value vectors, their convex hull, and the output ``weights @ values`` inside it.
 
-    ``values`` has shape ``(n_k, 2)``; ``weights`` has shape ``(n_k,)`` (one query's weights).
-    Returns the axes.
+    .. math:: o = \sum_j a_j v_j, \qquad a_j \ge 0, \quad \sum_j a_j = 1
 
+    Parameters
+    ----------
+    values : array_like
+        ``(n_k, 2)`` value vectors, points in the plane.
+    weights : array_like
+        ``(n_k,)`` one query's attention weights, one per value.
+    ax : matplotlib Axes, optional
+        Where to draw; default a new 3.6 x 3.6 inch figure.
+    value_labels : sequence, optional
+        One label per value; default ``1, 2, ...``.
+    title : str, optional
+        The axes title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on; the output is the last scatter (a star).
+
+    Examples
+    --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
+    >>> ax = plot_convex_combination([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]], [0.5, 0.25, 0.25])
+    >>> ax.collections[-1].get_offsets().tolist()
+    [[0.5, 0.5]]
     >>> plot_convex_combination([[1.0, 0.0], [0.0, 1.0]], [0.5, 0.5, 0.0])
     Traceback (most recent call last):
     ...
@@ -166,6 +221,23 @@ def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
     Widgets that redraw a figure use this inside an ``ipywidgets.HTML``: unlike an Output widget,
     the saved page then shows the picture, and screen readers get a description of every state.
 
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure to render; it is closed afterwards.
+    alt : str
+        The alternative text, describing what the figure shows; not empty.
+    dpi : int
+        Resolution of the PNG; default 80.
+
+    Returns
+    -------
+    str
+        ``<img src="data:image/png;base64,..." alt="..." style="max-width: 100%">``, with ``alt``
+        HTML-escaped.
+
+    Examples
+    --------
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt

@@ -36,8 +36,25 @@ def _check_base(base) -> float:
 
 
 def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
-    """Angular frequencies ``omega_i = base^(-2i/d_model)`` of the ``d_model / 2`` sine/cosine pairs.
+    r"""Angular frequencies ``omega_i = base^(-2i/d_model)`` of the ``d_model / 2`` sine/cosine pairs.
 
+    .. math:: \omega_i = \mathrm{base}^{-2i/d_\mathrm{model}}, \qquad i = 0, \dots, d_\mathrm{model}/2 - 1
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the encoding; positive and even (one sine and one cosine per frequency).
+    base : float, optional
+        Real number greater than 1; the slowest pair turns with ``base^(-(d_model - 2)/d_model)``.
+        Default 10000, as in Vaswani et al. (2017).
+
+    Returns
+    -------
+    ndarray
+        ``(d_model / 2,)`` float64 frequencies, from 1 down to nearly ``1 / base``.
+
+    Examples
+    --------
     >>> sinusoidal_frequencies(4, base=100.0).tolist()
     [1.0, 0.1]
     """
@@ -47,8 +64,28 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The ``(n_positions, d_model)`` matrix of sinusoidal encodings; row ``p`` encodes position ``p``.
+    r"""The ``(n_positions, d_model)`` matrix of sinusoidal encodings; row ``p`` encodes position ``p``.
 
+    .. math:: \mathrm{PE}_{p, 2i} = \sin(p\,\omega_i), \qquad \mathrm{PE}_{p, 2i+1} = \cos(p\,\omega_i)
+
+    with the frequencies :math:`\omega_i` of :func:`sinusoidal_frequencies`.
+
+    Parameters
+    ----------
+    n_positions : int
+        How many positions (rows) to encode, ``0, 1, ..., n_positions - 1``; positive.
+    d_model : int
+        Width of each encoding; positive and even.
+    base : float, optional
+        Real number greater than 1 setting the frequencies; default 10000.
+
+    Returns
+    -------
+    ndarray
+        ``(n_positions, d_model)`` float64; even columns are sines, odd columns cosines.
+
+    Examples
+    --------
     >>> np.round(sinusoidal_encoding(2, 2), 4).tolist()
     [[0.0, 1.0], [0.8415, 0.5403]]
     >>> sinusoidal_encoding(4, 5)
@@ -66,10 +103,33 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
 
 
 def sinusoidal_shift_matrix(offset: int, d_model: int, base: float = 10000.0) -> np.ndarray:
-    """The ``(d_model, d_model)`` matrix ``M_k`` with ``PE[p + k] = PE[p] @ M_k`` for every position p.
+    r"""The ``(d_model, d_model)`` matrix ``M_k`` with ``PE[p + k] = PE[p] @ M_k`` for every position p.
 
-    Block i is the 2 x 2 rotation by ``k * omega_i`` acting on the (sin, cos) pair of frequency i.
+    Block i is the 2 x 2 rotation by ``k * omega_i`` acting on the (sin, cos) pair of frequency i:
 
+    .. math:: \bigl(\sin((p+k)\omega_i),\ \cos((p+k)\omega_i)\bigr) = \bigl(\sin(p\omega_i),\ \cos(p\omega_i)\bigr)
+              \begin{pmatrix} \cos k\omega_i & -\sin k\omega_i \\ \sin k\omega_i & \cos k\omega_i \end{pmatrix}
+
+    Parameters
+    ----------
+    offset : int
+        The shift ``k`` in positions; any integer (negative shifts move back).
+    d_model : int
+        Width of the encodings; positive and even.
+    base : float, optional
+        Real number greater than 1 setting the frequencies; default 10000.
+
+    Returns
+    -------
+    ndarray
+        ``(d_model, d_model)`` float64, block-diagonal with ``d_model / 2`` rotation blocks; it does not
+        depend on the position ``p``.
+
+    Examples
+    --------
+    >>> print(np.round(sinusoidal_shift_matrix(1, 2), 4))
+    [[ 0.5403 -0.8415]
+     [ 0.8415  0.5403]]
     >>> bool(np.allclose(sinusoidal_shift_matrix(0, 8), np.eye(8)))
     True
     """

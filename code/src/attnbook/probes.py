@@ -349,7 +349,25 @@ def rnn_state_jacobians(x, w_x, w_h, b, source: int = 0, h_0=None) -> np.ndarray
 
 
 class DotProductVariance(NamedTuple):
-    """Sample variances of ``q . k`` before (``raw``) and after (``scaled``) dividing by ``sqrt(d_k)``."""
+    """Sample variances of ``q . k`` before (``raw``) and after (``scaled``) dividing by ``sqrt(d_k)``.
+
+    Attributes
+    ----------
+    raw : float
+        Sample variance of ``q . k`` (about ``d_k`` for standard normal entries).
+    scaled : float
+        Sample variance of ``q . k / sqrt(d_k)`` (about 1).
+    d_k : int
+        The width of ``q`` and ``k``.
+    n_samples : int
+        How many ``(q, k)`` pairs were drawn.
+
+    Examples
+    --------
+    >>> result = dot_product_variance(64, n_samples=20000, seed=0)
+    >>> round(result.raw, 1), round(result.scaled, 2)
+    (64.6, 1.01)
+    """
 
     raw: float
     scaled: float

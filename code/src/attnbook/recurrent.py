@@ -19,8 +19,34 @@ __all__ = ["rnn_forward"]
 
 
 def rnn_forward(x, w_x, w_h, b, h_0=None) -> np.ndarray:
-    """Hidden states ``(..., n, d_h)`` of a tanh RNN over ``x`` ``(..., n, d_in)``, computed step by step.
+    r"""Hidden states ``(..., n, d_h)`` of a tanh RNN over ``x`` ``(..., n, d_in)``, computed step by step.
 
+    .. math:: h_t = \tanh\left(x_t W_x + h_{t-1} W_h + b\right), \qquad t = 0, \dots, n - 1
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_in)`` the inputs, one step per row; leading dimensions are independent sequences.
+    w_x : array_like
+        ``(d_in, d_h)`` input-to-hidden weights.
+    w_h : array_like
+        ``(d_h, d_h)`` hidden-to-hidden weights, applied once per step.
+    b : array_like
+        ``(d_h,)`` bias.
+    h_0 : array_like, optional
+        ``(..., d_h)`` the state before the first step, :math:`h_{-1}`; default zeros.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_h)`` float64 states ``h_0, ..., h_{n-1}``, row t after reading ``x[..., t, :]``.
+
+    Examples
+    --------
+    >>> print(np.round(rnn_forward(np.ones((3, 1)), np.ones((1, 1)), np.full((1, 1), 0.5), np.zeros(1)), 4))
+    [[0.7616]
+     [0.8811]
+     [0.8938]]
     >>> rnn_forward(np.ones((4, 3)), np.ones((2, 2)), np.eye(2), np.zeros(2))
     Traceback (most recent call last):
     ...

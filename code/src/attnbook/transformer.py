@@ -39,7 +39,25 @@ __all__ = [
 
 
 class FeedForwardWeights(NamedTuple):
-    """Position-wise feed-forward network ``max(0, x W_1 + b_1) W_2 + b_2``."""
+    """Weights of the position-wise feed-forward network ``max(0, x W_1 + b_1) W_2 + b_2``.
+
+    Attributes
+    ----------
+    w_1 : ndarray
+        ``(d_model, d_ff)`` the expansion.
+    b_1 : ndarray
+        ``(d_ff,)`` its bias.
+    w_2 : ndarray
+        ``(d_ff, d_model)`` the projection back to the model width.
+    b_2 : ndarray
+        ``(d_model,)`` its bias.
+
+    Examples
+    --------
+    >>> ff = FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2))
+    >>> feed_forward([[1.0, -1.0]], ff).tolist()
+    [[2.0, 1.0]]
+    """
 
     w_1: np.ndarray  # (d_model, d_ff)
     b_1: np.ndarray  # (d_ff,)
@@ -48,6 +66,25 @@ class FeedForwardWeights(NamedTuple):
 
 
 class EncoderLayerWeights(NamedTuple):
+    """Weights of one post-norm encoder layer, as :func:`init_encoder_layer` makes them.
+
+    Attributes
+    ----------
+    self_attention : MultiHeadWeights
+        The multi-head self-attention.
+    feed_forward : FeedForwardWeights
+        The position-wise feed-forward network.
+    norm_1, norm_2 : tuple of ndarray
+        ``(gamma, beta)``, each ``(d_model,)``: the layer norms after attention and after the
+        feed-forward network.
+
+    Examples
+    --------
+    >>> layer = init_encoder_layer(d_model=4, d_ff=8)
+    >>> layer.feed_forward.w_1.shape, layer.norm_2[0].shape
+    ((4, 8), (4,))
+    """
+
     self_attention: MultiHeadWeights
     feed_forward: FeedForwardWeights
     norm_1: tuple[np.ndarray, np.ndarray]  # (gamma (d_model,), beta (d_model,)) after attention
@@ -55,6 +92,26 @@ class EncoderLayerWeights(NamedTuple):
 
 
 class DecoderLayerWeights(NamedTuple):
+    """Weights of one post-norm decoder layer, as :func:`init_decoder_layer` makes them.
+
+    Attributes
+    ----------
+    self_attention : MultiHeadWeights
+        The masked (causal) self-attention over the target.
+    cross_attention : MultiHeadWeights
+        The attention of the target over the encoder output (the memory).
+    feed_forward : FeedForwardWeights
+        The position-wise feed-forward network.
+    norm_1, norm_2, norm_3 : tuple of ndarray
+        ``(gamma, beta)``, each ``(d_model,)``: the layer norms after each of the three sub-layers.
+
+    Examples
+    --------
+    >>> layer = init_decoder_layer(d_model=4, d_ff=8)
+    >>> layer.cross_attention.w_q.shape, len(layer.norm_3)
+    ((4, 4), 2)
+    """
+
     self_attention: MultiHeadWeights
     cross_attention: MultiHeadWeights
     feed_forward: FeedForwardWeights
@@ -64,14 +121,44 @@ class DecoderLayerWeights(NamedTuple):
 
 
 class EncoderLayerResult(NamedTuple):
-    """What an encoder layer returns: unpack it as ``output, weights = ...``."""
+    """What an encoder layer returns: unpack it as ``output, weights = ...``.
+
+    Attributes
+    ----------
+    output : ndarray
+        ``(..., n, d_model)`` the layer's output, one row per position.
+    weights : ndarray
+        ``(..., h, n, n)`` the self-attention weights of each head.
+
+    Examples
+    --------
+    >>> output, weights = encoder_layer(np.ones((3, 4)), init_encoder_layer(4, 8), n_heads=2)
+    >>> output.shape, weights.shape
+    ((3, 4), (2, 3, 3))
+    """
 
     output: np.ndarray  # (..., n, d_model)
     weights: np.ndarray  # (..., h, n, n): self-attention weights
 
 
 class DecoderLayerResult(NamedTuple):
-    """What a decoder layer returns: ``output, self_weights, cross_weights = ...``."""
+    """What a decoder layer returns: ``output, self_weights, cross_weights = ...``.
+
+    Attributes
+    ----------
+    output : ndarray
+        ``(..., n_t, d_model)`` the layer's output, one row per target position.
+    self_weights : ndarray
+        ``(..., h, n_t, n_t)`` the causal self-attention weights (zero above the diagonal).
+    cross_weights : ndarray
+        ``(..., h, n_t, n_s)`` the weights over the ``n_s`` positions of the encoder output.
+
+    Examples
+    --------
+    >>> result = decoder_layer(np.ones((3, 4)), np.ones((5, 4)), init_decoder_layer(4, 8), n_heads=2)
+    >>> result.self_weights.shape, result.cross_weights.shape
+    ((2, 3, 3), (2, 3, 5))
+    """
 
     output: np.ndarray  # (..., n_t, d_model)
     self_weights: np.ndarray  # (..., h, n_t, n_t): causal self-attention
@@ -134,7 +221,33 @@ def normalize(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1
 
 
 def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
-    """Glorot-uniform weights, zero biases, seeded."""
+    r"""Seeded weights of a feed-forward network: Glorot-uniform matrices, zero biases.
+
+    .. math:: W_1, W_2 \sim \mathcal{U}\left(-\sqrt{6 / (d_\text{model} + d_\text{ff})},
+              \sqrt{6 / (d_\text{model} + d_\text{ff})}\right)
+
+    Parameters
+    ----------
+    d_model : int
+        The model width (positive).
+    d_ff : int
+        The hidden width of the network (positive; 4 ``d_model`` in Vaswani et al., 2017).
+    seed : int, optional
+        Seed of ``numpy.random.default_rng``; default 0.
+
+    Returns
+    -------
+    FeedForwardWeights
+        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)`` zeros, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)`` zeros.
+
+    Examples
+    --------
+    >>> ff = init_feed_forward(4, 8, seed=0)
+    >>> [a.shape for a in ff]
+    [(4, 8), (8,), (8, 4), (4,)]
+    >>> bool(np.abs(ff.w_1).max() <= np.sqrt(6 / 12))
+    True
+    """
     d_model = check_positive_int(d_model, "d_model")
     d_ff = check_positive_int(d_ff, "d_ff")
     rng = np.random.default_rng(seed)
@@ -196,7 +309,34 @@ def _unit_norm(d_model: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def init_encoder_layer(d_model: int, d_ff: int, seed: int = 0) -> EncoderLayerWeights:
-    """A seeded encoder layer: multi-head self-attention, feed-forward, two layer norms."""
+    """A seeded encoder layer: multi-head self-attention, feed-forward, two layer norms.
+
+    The attention comes from :func:`init_multi_head_weights` with ``seed``, the feed-forward network
+    from :func:`init_feed_forward` with ``seed + 1``; the norms start as the identity
+    (``gamma = 1``, ``beta = 0``).
+
+    Parameters
+    ----------
+    d_model : int
+        The model width (positive); it must be divisible by the number of heads it is used with.
+    d_ff : int
+        The hidden width of the feed-forward network (positive).
+    seed : int, optional
+        Seed of the weights; default 0.
+
+    Returns
+    -------
+    EncoderLayerWeights
+        The weights of :func:`encoder_layer`.
+
+    Examples
+    --------
+    >>> layer = init_encoder_layer(8, 16, seed=0)
+    >>> layer.self_attention.w_q.shape, layer.feed_forward.w_1.shape
+    ((8, 8), (8, 16))
+    >>> [a.tolist() for a in init_encoder_layer(2, 4).norm_1]
+    [[1.0, 1.0], [0.0, 0.0]]
+    """
     return EncoderLayerWeights(
         init_multi_head_weights(d_model, seed=seed),
         init_feed_forward(d_model, d_ff, seed=seed + 1),
@@ -205,7 +345,31 @@ def init_encoder_layer(d_model: int, d_ff: int, seed: int = 0) -> EncoderLayerWe
 
 
 def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWeights:
-    """A seeded decoder layer: masked self-attention, cross-attention, feed-forward, three layer norms."""
+    """A seeded decoder layer: masked self-attention, cross-attention, feed-forward, three layer norms.
+
+    The self-attention is seeded with ``seed``, the cross-attention with ``seed + 1`` and the
+    feed-forward network with ``seed + 2``; the norms start as the identity.
+
+    Parameters
+    ----------
+    d_model : int
+        The model width (positive); it must be divisible by the number of heads it is used with.
+    d_ff : int
+        The hidden width of the feed-forward network (positive).
+    seed : int, optional
+        Seed of the weights; default 0.
+
+    Returns
+    -------
+    DecoderLayerWeights
+        The weights of :func:`decoder_layer`.
+
+    Examples
+    --------
+    >>> layer = init_decoder_layer(8, 16, seed=0)
+    >>> layer.cross_attention.w_o.shape, len(layer)
+    ((8, 8), 6)
+    """
     return DecoderLayerWeights(
         init_multi_head_weights(d_model, seed=seed),
         init_multi_head_weights(d_model, seed=seed + 1),

@@ -51,6 +51,29 @@ def as_float_array(x, name: str, *, allow_neg_inf: bool = False) -> np.ndarray:
     Booleans, complex numbers, strings and objects are refused, and so are NaN and +inf.
     ``-inf`` is refused too unless ``allow_neg_inf`` (a softmax logit of ``-inf`` means weight 0).
 
+    Parameters
+    ----------
+    x : array_like
+        The values to check.
+    name : str
+        The argument's name, used in the error.
+    allow_neg_inf : bool, optional
+        Accept ``-inf`` entries (masked logits); default False.
+
+    Returns
+    -------
+    ndarray
+        ``x`` with its shape, in its float dtype or float64 for integers (no copy when already float).
+
+    Raises
+    ------
+    TypeError
+        When ``x`` is ragged or not of real numbers.
+    ValueError
+        When ``x`` holds NaN, ``+inf``, or ``-inf`` without ``allow_neg_inf``; the message gives the first index.
+
+    Examples
+    --------
     >>> as_float_array(np.ones(2, dtype=np.float32), "k").dtype
     dtype('float32')
     >>> as_float_array([True, False], "v")
@@ -96,6 +119,27 @@ def as_bool_mask(mask, name: str = "mask") -> np.ndarray:
 
     Integer masks of 0s and 1s are accepted; anything else must already be boolean.
 
+    Parameters
+    ----------
+    mask : array_like
+        Boolean, or integers that are all 0 or 1.
+    name : str, optional
+        The argument's name, used in the error; default ``"mask"``.
+
+    Returns
+    -------
+    ndarray of bool
+        ``mask`` with its shape.
+
+    Raises
+    ------
+    TypeError
+        When ``mask`` is ragged or neither boolean nor integer.
+    ValueError
+        When an integer mask holds a value other than 0 and 1.
+
+    Examples
+    --------
     >>> as_bool_mask([[1, 0]]).tolist()
     [[True, False]]
     >>> as_bool_mask([[0.5, 1.0]])
@@ -121,6 +165,24 @@ def as_bool_mask(mask, name: str = "mask") -> np.ndarray:
 def check_min_ndim(array: np.ndarray, name: str, min_ndim: int, layout: str) -> None:
     """Raise if ``array`` has fewer than ``min_ndim`` dimensions; ``layout`` names the expected axes.
 
+    Parameters
+    ----------
+    array : ndarray
+        The array to check.
+    name : str
+        The argument's name, used in the error.
+    min_ndim : int
+        The fewest dimensions allowed.
+    layout : str
+        The expected axes, such as ``"(..., n_q, d_k)"``, quoted in the error.
+
+    Raises
+    ------
+    ValueError
+        When ``array.ndim < min_ndim``.
+
+    Examples
+    --------
     >>> check_min_ndim(np.ones(3), "q", 2, "(..., n_q, d_k)")
     Traceback (most recent call last):
     ...
@@ -136,6 +198,29 @@ def check_min_ndim(array: np.ndarray, name: str, min_ndim: int, layout: str) -> 
 def check_axis(axis, ndim: int, name: str = "axis") -> int:
     """Return ``axis`` as a non-negative index into ``ndim`` dimensions, or raise.
 
+    Parameters
+    ----------
+    axis : int
+        An axis, negative ones counting from the end: ``-ndim <= axis < ndim``.
+    ndim : int
+        The number of dimensions of the array it indexes.
+    name : str, optional
+        The argument's name, used in the error; default ``"axis"``.
+
+    Returns
+    -------
+    int
+        ``axis mod ndim``, in ``0 .. ndim - 1``.
+
+    Raises
+    ------
+    TypeError
+        When ``axis`` is not an integer (bools are refused).
+    ValueError
+        When ``axis`` is out of range.
+
+    Examples
+    --------
     >>> check_axis(-1, 3)
     2
     >>> check_axis(3, 2)
@@ -153,6 +238,23 @@ def check_axis(axis, ndim: int, name: str = "axis") -> int:
 def broadcast_batch_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     """Broadcast the leading (batch, head) shapes of named arrays, or say which ones clash.
 
+    Parameters
+    ----------
+    shapes : dict of str to tuple of int
+        Each array's name and its leading shape (its shape without the last two axes).
+
+    Returns
+    -------
+    tuple of int
+        The broadcast shape, by numpy's rules.
+
+    Raises
+    ------
+    ValueError
+        When the shapes do not broadcast; the message lists every name with its shape.
+
+    Examples
+    --------
     >>> broadcast_batch_shapes({"q": (2, 8), "k": (1, 8)})
     (2, 8)
     >>> broadcast_batch_shapes({"q": (2,), "k": (3,)})
@@ -172,6 +274,29 @@ def broadcast_batch_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...
 def check_positive_int(value, name: str, minimum: int = 1) -> int:
     """Return ``value`` as an int if it is an integer >= ``minimum``, or raise naming ``name``.
 
+    Parameters
+    ----------
+    value : int
+        The number to check; a Python or numpy integer, not a bool or a float.
+    name : str
+        The argument's name, used in the error.
+    minimum : int, optional
+        The smallest value allowed; default 1.
+
+    Returns
+    -------
+    int
+        ``value`` as a Python ``int``.
+
+    Raises
+    ------
+    TypeError
+        When ``value`` is not an integer.
+    ValueError
+        When ``value < minimum``.
+
+    Examples
+    --------
     >>> check_positive_int(3, "n_heads")
     3
     >>> check_positive_int(2.0, "n_heads")
@@ -195,6 +320,27 @@ def check_shape(shape, name: str) -> tuple[int, ...]:
 
     Floats are refused rather than truncated: a batch shape of ``(2.5,)`` is a mistake, not ``(2,)``.
 
+    Parameters
+    ----------
+    shape : sequence of int
+        The sizes, such as a batch shape; each an integer >= 0.
+    name : str
+        The argument's name; an error names the entry as ``name[i]``.
+
+    Returns
+    -------
+    tuple of int
+        The sizes as Python ints.
+
+    Raises
+    ------
+    TypeError
+        When ``shape`` is not a sequence (a string is refused) or an entry is not an integer.
+    ValueError
+        When an entry is negative.
+
+    Examples
+    --------
     >>> check_shape([2, 3], "batch_shape")
     (2, 3)
     >>> check_shape((2.5,), "batch_shape")

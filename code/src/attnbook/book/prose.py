@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 import numbers
 
+__all__ = ["AMPLIFIED", "CLOSED_FORM", "digits_kept", "glue_count", "glue_number", "round_significant"]
+
 CLOSED_FORM = 6
 AMPLIFIED = 3
 

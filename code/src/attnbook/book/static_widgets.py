@@ -270,6 +270,14 @@ class StaticPage:
         The ipywidgets figure; its MIME bundle is shown in Jupyter.
     static_html : str
         What the website shows instead, from ``static_widget_html``.
+
+    Examples
+    --------
+    >>> class View:  # stands in for an ipywidgets figure
+    ...     def _repr_mimebundle_(self, **kwargs):
+    ...         return {"text/plain": "a slider"}
+    >>> StaticPage(View(), "<p>every state</p>")._repr_mimebundle_()
+    {'text/plain': 'a slider', 'text/html': '<p>every state</p>'}
     """
 
     def __init__(self, view, static_html: str):

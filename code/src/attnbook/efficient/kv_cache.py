@@ -50,6 +50,26 @@ class KVCache:
     ``O(t d)`` numbers (growing an array with ``np.concatenate`` at every step would copy
     ``O(t^2 d)``). ``keys`` and ``values`` are views of the filled rows.
 
+    Parameters
+    ----------
+    capacity : int
+        The most tokens the cache holds (positive).
+    d_k, d_v : int
+        Widths of a key and of a value (positive).
+    batch_shape : tuple of int, optional
+        Leading (batch, head) shape of every key and value; default ``()``.
+    dtype : numpy float dtype, optional
+        Type of the buffers; default float64.
+
+    Attributes
+    ----------
+    keys : ndarray
+        ``(*batch_shape, len(cache), d_k)`` view of the stored keys.
+    values : ndarray
+        ``(*batch_shape, len(cache), d_v)`` view of the stored values.
+
+    Examples
+    --------
     >>> cache = KVCache(capacity=4, d_k=2, d_v=3)
     >>> cache.append(np.ones((1, 2)), np.zeros((1, 3)))
     >>> len(cache), cache.keys.shape, cache.values.shape
@@ -128,7 +148,21 @@ def _check_fits(array: np.ndarray, name: str, dtype: np.dtype) -> None:
 
 
 class DecodeResult(NamedTuple):
-    """Outputs of every decoding step and the multiply-adds of the matrix products performed."""
+    """Outputs of every decoding step and the multiply-adds of the matrix products performed.
+
+    Attributes
+    ----------
+    outputs : ndarray
+        ``(..., t, d_v)`` the attention output of each of the ``t`` steps, row s from the first s + 1 tokens.
+    multiply_adds : int
+        Multiply-adds of the projections and attention products the strategy performed.
+
+    Examples
+    --------
+    >>> result = decode(np.ones((4, 2)), np.eye(2), np.eye(2), np.eye(2))
+    >>> result.outputs.shape, result.multiply_adds
+    ((4, 2), 88)
+    """
 
     outputs: np.ndarray  # (..., t, d_v)
     multiply_adds: int

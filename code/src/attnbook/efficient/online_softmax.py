@@ -46,7 +46,26 @@ __all__ = [
 
 
 class OnlineSoftmaxState(NamedTuple):
-    """The running quantities of the online softmax, for every row of a batch of score rows."""
+    r"""The running quantities of the online softmax, for every row of a batch of score rows.
+
+    .. math:: m = \max_{j \le t} s_j, \qquad \ell = \sum_{j \le t} e^{s_j - m}, \qquad
+              o = \sum_{j \le t} e^{s_j - m}\, v_j
+
+    Attributes
+    ----------
+    max : ndarray
+        ``(..., 1)`` the running maximum ``m`` of the allowed scores seen so far (``-inf`` before any).
+    total : ndarray
+        ``(..., 1)`` the running normaliser ``l``.
+    output : ndarray
+        ``(..., d_v)`` the running unnormalised output ``o``; ``o / l`` is the softmax-weighted average.
+
+    Examples
+    --------
+    >>> state = online_softmax_update(online_softmax_init(d_v=2), np.zeros(2), np.eye(2))
+    >>> state.max.tolist(), state.total.tolist(), state.output.tolist()
+    ([0.0], [2.0], [1.0, 1.0])
+    """
 
     max: np.ndarray  # (..., 1): running maximum m of the allowed scores seen so far (-inf before any)
     total: np.ndarray  # (..., 1): running normaliser l = sum_j exp(s_j - m)

@@ -44,7 +44,26 @@ _SMALL_PRODUCT = 2**18  # multiply-adds per matrix product in linear_backward (s
 
 
 class AttentionGradients(NamedTuple):
-    """Gradients of a scalar loss with respect to attention's inputs: ``dq, dk, dv = ...``."""
+    """Gradients of a scalar loss with respect to attention's inputs: ``dq, dk, dv = ...``.
+
+    Attributes
+    ----------
+    dq : ndarray
+        ``(..., n_q, d_k)`` dL/dQ, the shape of ``q``.
+    dk : ndarray
+        ``(..., n_k, d_k)`` dL/dK, the shape of ``k``.
+    dv : ndarray
+        ``(..., n_k, d_v)`` dL/dV, the shape of ``v``.
+
+    Examples
+    --------
+    >>> from attnbook import scaled_dot_product_attention
+    >>> q = np.eye(2)
+    >>> out, w = scaled_dot_product_attention(q, q, q)
+    >>> grads = attention_backward(q, q, q, w, np.ones((2, 2)))
+    >>> grads.dq.shape, grads.dv.round(4).tolist()
+    ((2, 2), [[1.0, 1.0], [1.0, 1.0]])
+    """
 
     dq: np.ndarray  # (..., n_q, d_k), the shape of q
     dk: np.ndarray  # (..., n_k, d_k), the shape of k
@@ -52,7 +71,20 @@ class AttentionGradients(NamedTuple):
 
 
 class LinearGradients(NamedTuple):
-    """Gradients of a scalar loss through ``y = x @ w``: ``dx, dw = ...``."""
+    """Gradients of a scalar loss through ``y = x @ w``: ``dx, dw = ...``.
+
+    Attributes
+    ----------
+    dx : ndarray
+        ``(..., d_in)`` dL/dx, the shape of ``x``.
+    dw : ndarray
+        ``(d_in, d_out)`` dL/dw, the shape of ``w``, summed over the leading dimensions.
+
+    Examples
+    --------
+    >>> linear_backward(np.ones((1, 2)), 2 * np.eye(2), np.ones((1, 2))).dx.tolist()
+    [[2.0, 2.0]]
+    """
 
     dx: np.ndarray  # (..., d_in), the shape of x
     dw: np.ndarray  # (d_in, d_out), the shape of w

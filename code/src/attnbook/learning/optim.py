@@ -18,7 +18,22 @@ __all__ = ["AdamState", "adam_step", "check_learning_rate", "init_adam", "sgd_st
 
 
 class AdamState(NamedTuple):
-    """Running moments of Adam, one array per parameter, and the number of steps taken."""
+    """Running moments of Adam, one array per parameter, and the number of steps taken.
+
+    Attributes
+    ----------
+    m : tuple of ndarray
+        First moments (running means of the gradients), shaped like the parameters.
+    v : tuple of ndarray
+        Second moments (running means of the squared gradients), shaped like the parameters.
+    step : int
+        Steps taken so far, ``t`` in the bias corrections.
+
+    Examples
+    --------
+    >>> init_adam((np.ones(2),))
+    AdamState(m=(array([0., 0.]),), v=(array([0., 0.]),), step=0)
+    """
 
     m: tuple  # first moments, shaped like the parameters
     v: tuple  # second moments, shaped like the parameters

@@ -51,7 +51,29 @@ __all__ = [
 
 
 class RecallBatch(NamedTuple):
-    """A batch of associative-recall sequences (``d_in = n_keys + n_values``)."""
+    """A batch of associative-recall sequences (``d_in = n_keys + n_values``).
+
+    Attributes
+    ----------
+    context : ndarray
+        ``(batch, n_pairs, d_in)`` the (key, value) pairs: a one-hot key, then a one-hot value.
+    queries : ndarray
+        ``(batch, n_queries, d_in)`` a one-hot key each, the value part zero.
+    targets : ndarray
+        ``(batch, n_queries)`` the value symbol paired with each query's key: the answer.
+    keys : ndarray
+        ``(batch, n_pairs)`` key symbols, distinct within a sequence.
+    values : ndarray
+        ``(batch, n_pairs)`` value symbols.
+    answer_positions : ndarray
+        ``(batch, n_queries)`` the pair that holds each query's key.
+
+    Examples
+    --------
+    >>> batch = associative_recall_batch(1, n_pairs=2, n_keys=3, n_values=2, seed=0)
+    >>> batch.keys.tolist(), batch.queries[0, 0].tolist(), batch.answer_positions.tolist()
+    ([[2, 1]], [0.0, 0.0, 1.0, 0.0, 0.0], [[0]])
+    """
 
     context: np.ndarray  # (batch, n_pairs, d_in): one-hot key, then one-hot value
     queries: np.ndarray  # (batch, n_queries, d_in): one-hot key, value part zero
@@ -62,7 +84,24 @@ class RecallBatch(NamedTuple):
 
 
 class RecallParameters(NamedTuple):
-    """The learned matrices of the recall model; convention ``y = x @ W`` (rows are tokens)."""
+    """The learned matrices of the recall model; convention ``y = x @ W`` (rows are tokens).
+
+    Attributes
+    ----------
+    w_q : ndarray
+        ``(d_in, d_k)`` query projection.
+    w_k : ndarray
+        ``(d_in, d_k)`` key projection.
+    w_v : ndarray
+        ``(d_in, d_v)`` value projection.
+    w_o : ndarray
+        ``(d_v, n_values)`` read-out to one logit per value symbol.
+
+    Examples
+    --------
+    >>> [w.shape for w in init_recall_model(n_keys=5, n_values=3, d_k=4, d_v=6)]
+    [(8, 4), (8, 4), (8, 6), (6, 3)]
+    """
 
     w_q: np.ndarray  # (d_in, d_k): query projection
     w_k: np.ndarray  # (d_in, d_k): key projection
@@ -71,7 +110,30 @@ class RecallParameters(NamedTuple):
 
 
 class RecallForward(NamedTuple):
-    """Everything the forward pass computes; the backward pass reuses it."""
+    """Everything the forward pass computes; the backward pass reuses it.
+
+    Attributes
+    ----------
+    logits : ndarray
+        ``(batch, n_queries, n_values)`` one score per value symbol.
+    weights : ndarray
+        ``(batch, n_heads, n_queries, n_pairs)`` attention weights of each head over the pairs.
+    q : ndarray
+        ``(batch, n_heads, n_queries, d_k / n_heads)`` the queries, split into heads.
+    k : ndarray
+        ``(batch, n_heads, n_pairs, d_k / n_heads)`` the keys, split into heads.
+    v : ndarray
+        ``(batch, n_heads, n_pairs, d_v / n_heads)`` the values, split into heads.
+    attended : ndarray
+        ``(batch, n_queries, d_v)`` the heads' outputs, concatenated.
+
+    Examples
+    --------
+    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
+    >>> fwd = recall_forward(p, associative_recall_batch(3, n_keys=6, n_values=4), n_heads=2)
+    >>> fwd.q.shape, fwd.attended.shape
+    ((3, 2, 1, 4), (3, 1, 8))
+    """
 
     logits: np.ndarray  # (batch, n_queries, n_values)
     weights: np.ndarray  # (batch, n_heads, n_queries, n_pairs)
@@ -82,7 +144,26 @@ class RecallForward(NamedTuple):
 
 
 class RecallGradients(NamedTuple):
-    """What :func:`recall_loss_and_gradients` returns: ``loss, grads, forward, score_grads = ...``."""
+    """What :func:`recall_loss_and_gradients` returns: ``loss, grads, forward, score_grads = ...``.
+
+    Attributes
+    ----------
+    loss : float
+        Mean cross-entropy of the batch.
+    grads : RecallParameters
+        dL/dW for every parameter, shaped like it.
+    forward : RecallForward
+        The forward pass the gradients were computed from.
+    score_grads : ndarray
+        ``(batch, n_heads, n_queries, n_pairs)`` dL/dS for the scaled scores.
+
+    Examples
+    --------
+    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
+    >>> result = recall_loss_and_gradients(p, associative_recall_batch(5, n_keys=6, n_values=4))
+    >>> result.grads.w_o.shape, result.score_grads.shape
+    ((8, 4), (5, 1, 1, 4))
+    """
 
     loss: float  # mean cross-entropy of the batch
     grads: RecallParameters  # dL/dW for every parameter, shaped like it
@@ -91,7 +172,29 @@ class RecallGradients(NamedTuple):
 
 
 class TrainingRun(NamedTuple):
-    """What :func:`train_recall` returns."""
+    """What :func:`train_recall` returns: the trained parameters, the losses, and probe snapshots.
+
+    Attributes
+    ----------
+    parameters : RecallParameters
+        The parameters after the last step.
+    initial : RecallParameters
+        The parameters before the first step.
+    losses : ndarray
+        ``(n_steps,)`` the training loss of each step's batch, before its update.
+    snapshot_steps : ndarray
+        ``(n_snapshots,)`` the steps at which the probe batch was recorded.
+    snapshots : ndarray
+        ``(n_snapshots, probe batch, n_heads, n_queries, n_pairs)`` attention weights on the probe.
+    probe_accuracy : ndarray
+        ``(n_snapshots,)`` accuracy on the probe batch at those steps.
+
+    Examples
+    --------
+    >>> run = train_recall(n_steps=4, batch_size=4, probe=associative_recall_batch(2, seed=1), snapshot_every=2)
+    >>> run.losses.shape, run.snapshot_steps.tolist(), run.snapshots.shape
+    ((4,), [0, 2, 4], (3, 2, 1, 1, 4))
+    """
 
     parameters: RecallParameters  # after the last step
     initial: RecallParameters  # before the first step
