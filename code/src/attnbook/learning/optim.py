@@ -70,6 +70,8 @@ def check_learning_rate(learning_rate) -> float:
 
 
 def _checked_pair(params, grads) -> None:
+    if not (isinstance(params, tuple) and hasattr(params, "_fields")):
+        raise TypeError(f"params must be a NamedTuple of arrays, got {type(params).__name__}")
     if type(params) is not type(grads) or len(params) != len(grads):
         raise TypeError("grads must have the structure of params (the same NamedTuple type)")
     for index, (w, g) in enumerate(zip(params, grads)):
