@@ -9,6 +9,7 @@
 #                   (UNSAFE_NO_SANDBOX=1 runs them without the sandbox: see exercises/instructor_guide.md)
 #   make bench      print the efficient-attention benchmark figures
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
+#   make words      print the visible prose of every page (BASE=rev compares with a git revision)
 #   make clean      remove the build and the execution cache
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -22,7 +23,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: student grade publish bench site-size book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: student grade publish bench site-size words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) -m tools.build_book
@@ -93,6 +94,10 @@ clean:
 # benchmarks print figures; they are not timed tests (see benchmarks/README.md)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# visible prose per page (tools/visible_words.py): printed figures, not a test
+words: $(STAMP)
+	$(PY) -m tools.visible_words $(if $(BASE),--base $(BASE))
 
 # page weight (bytes a browser downloads per page) and build sizes: printed figures, not a test
 site-size: book browser

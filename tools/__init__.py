@@ -10,7 +10,8 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.install_cell [--check]``: the install cell, first code cell of every notebook;
 * ``python -m tools.vendor_assets``: the browser assets (MathJax, the book's CSS and script);
 * ``python -m tools.pyodide_core OUT``: a local Pyodide core for the JupyterLite browser test;
-* ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`).
+* ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`);
+* ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``).
 
 :mod:`tools.extensions` holds the Sphinx extensions the book build loads (``extra_extensions`` in
 _config.yml); :mod:`tools.built_site` serves the built site and drives a browser through it (the

@@ -1,0 +1,45 @@
+"""tools.visible_words counts the prose a reader sees and nothing the page hides or shows as code."""
+
+from tools.visible_words import visible_words
+
+PAGE = '''---
+jupytext:
+  formats: md:myst,ipynb
+---
+
+(label-target)=
+# Two words
+
+```{code-cell} ipython3
+:tags: [hide-input]
+print("not prose at all")
+```
+
+One two three $x + y$ {ref}`some-label`.
+
+```{literalinclude} ../code/src/attnbook/attention.py
+:pyobject: attend
+```
+
+```{note}
+:class: dropdown
+Four five.
+```
+
+$$
+a = b + c
+$$ (eq-label)
+
++++
+<!-- a comment -->
+'''
+
+
+def test_counts_headings_sentences_math_roles_and_directive_bodies_only():
+    # "Two words" + "One two three" + $x + y$ + {ref} + "Four five" + the display with its label
+    assert visible_words(PAGE) == 2 + 3 + 1 + 1 + 2 + 1
+
+
+def test_code_and_options_do_not_count():
+    assert visible_words("```{code-cell} ipython3\nx = 1 + 2\n```\n") == 0
+    assert visible_words("```{figure} a.png\n:alt: alt text here\n:name: fig\nCaption words.\n```\n") == 2

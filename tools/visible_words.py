@@ -1,0 +1,87 @@
+"""Visible prose per page: the words a reader reads, outside code.
+
+``python -m tools.visible_words [--base REV] [FILE ...]`` prints, for each MyST source (default: every
+``chapters/*.md``), the number of words in its Markdown: code cells, literal includes, code and math
+fences, directive options (``:label: ...``), comments and label targets do not count; the bodies of
+prose directives (admonitions, proofs, exercises, figure captions) do, and inline math or a role
+(``{ref}`x```) counts as one word. With ``--base REV`` it also prints the count at that git revision
+and the change, the measure of issue #11 ("at least 25% less visible prose"). ``make words`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+from pathlib import Path
+
+from tools import ROOT
+
+__all__ = ["visible_words"]
+
+_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+_PROSE_DIRECTIVE = re.compile(r"^\{(?!code-cell|literalinclude|code|math|raw|glue)")
+_WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*|\$[^$]+\$")
+
+
+def visible_words(text: str) -> int:
+    """Number of words a reader sees in the MyST Markdown ``text`` (see the module docstring)."""
+    if text.startswith("---"):  # the jupytext header
+        text = text[text.find("\n---", 3) + 4:]
+    kept: list[str] = []
+    fence, prose_fence = "", False
+    for line in text.splitlines():
+        stripped = line.strip()
+        opening = _FENCE.match(stripped)
+        if fence:
+            if opening and opening.group(1).startswith(fence) and not opening.group(2).strip():
+                fence = ""
+            elif prose_fence and not re.match(r"^:[\w-]+:", stripped):
+                kept.append(line)
+            continue
+        if opening:
+            fence, prose_fence = opening.group(1), bool(_PROSE_DIRECTIVE.match(opening.group(2).strip()))
+            continue
+        if stripped.startswith(("+++", "<!--")) or re.match(r"^\([\w:-]+\)=$", stripped):
+            continue
+        kept.append(line)
+    prose = re.sub(r"<!--.*?-->", " ", "\n".join(kept), flags=re.S)
+    prose = re.sub(r"\$\$.*?\$\$(?:[ \t]*\([\w:-]+\))?", " MATH ", prose, flags=re.S)  # a display and its label
+    prose = re.sub(r"\{[\w:-]+\}`[^`]*`", " REF ", prose)
+    return len(_WORD.findall(prose))
+
+
+def _at_revision(path: Path, revision: str) -> str | None:
+    relative = path.resolve().relative_to(ROOT).as_posix()
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{relative}"],
+                           capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("--base", help="a git revision to compare with")
+    args = parser.parse_args(argv)
+    files = args.files or sorted((ROOT / "chapters").glob("*.md"))
+    total_now = total_then = 0
+    for path in files:
+        now = visible_words(path.read_text(encoding="utf-8"))
+        total_now += now
+        if args.base is None:
+            print(f"{now:7d}  {path.name}")
+            continue
+        old = _at_revision(path, args.base)
+        then = visible_words(old) if old is not None else 0
+        total_then += then
+        change = f"{(now - then) / then:+7.1%}" if then else "    new"
+        print(f"{then:7d} {now:7d} {change}  {path.name}")
+    if args.base is None:
+        print(f"{total_now:7d}  total")
+    else:
+        print(f"{total_then:7d} {total_now:7d} {(total_now - total_then) / max(total_then, 1):+7.1%}  total"
+              f"  (words at {args.base}, now, change)")
+
+
+if __name__ == "__main__":
+    main()
