@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot is imported anywhere: no windows, no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
@@ -18,3 +19,22 @@ def _close_figures():
     """Close every figure a test opened, so figures never pile up across tests."""
     yield
     plt.close("all")
+
+
+def _assert_masked_distribution(weights, mask):
+    """Masked weights are 0; a row with an allowed key sums to 1, a row without one is all 0."""
+    assert np.all(weights >= 0)
+    assert np.all(weights[~mask] == 0)
+    sums = weights.sum(axis=-1)
+    has_key = mask.any(axis=-1)
+    np.testing.assert_allclose(sums[has_key], 1.0, rtol=1e-12)
+    assert np.all(sums[~has_key] == 0)
+
+
+@pytest.fixture(scope="session")
+def assert_masked_distribution():
+    """The check every masked normalisation (softmax, attention weights) must pass: ``(weights, mask)``.
+
+    Session-scoped, so hypothesis tests may take it (it holds no state between examples).
+    """
+    return _assert_masked_distribution

@@ -181,6 +181,45 @@ def test_the_check_decorator_turns_an_unforeseen_error_into_a_failure_without_tr
     assert "Traceback" not in capsys.readouterr().out
 
 
+def test_the_check_decorator_writes_the_shared_parts_of_the_docstring():
+    @check
+    def check_even(fn, label, rng, seed, *, strict: bool = True):
+        """Check that ``fn(n)`` is even.
+
+        Parameters
+        ----------
+        fn : callable
+            The student's ``fn(n)``,
+            returning an integer.
+        strict : bool
+            Refuse odd answers.
+
+        Examples
+        --------
+        >>> check_even(lambda n: 2 * n).passed
+        True
+        """
+        return f"{label}: even"
+
+    doc = inspect.getdoc(check_even)
+    assert doc.startswith("Check that ``fn(n)`` is even.\n\nUsed as ``check_even(fn, *, seed=0, strict=True, "
+                          "quiet=False)``")
+    parameters = doc.split("Parameters\n----------\n")[1].split("\n\n")[0]
+    assert [line.split(" : ")[0] for line in parameters.splitlines() if not line.startswith(" ")] == [
+        "fn", "seed", "strict", "quiet"]
+    assert "returning an integer.\nseed : int" in parameters
+    assert doc.index("Returns\n-------\nCheckResult") < doc.index("Examples") and doc.endswith("True")
+
+
+def test_a_check_body_whose_docstring_lacks_the_sections_is_refused():
+    def check_bare(fn, label, rng, seed):
+        """Check nothing; no Parameters or Examples."""
+        return label
+
+    with pytest.raises(ValueError, match="check_bare: a check's docstring needs Parameters starting with fn"):
+        check(check_bare)
+
+
 def test_warnings_of_the_students_code_are_silenced(recwarn):
     def noisy(x):
         e = np.exp(x)  # overflows at 1000: a RuntimeWarning outside the check

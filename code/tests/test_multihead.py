@@ -474,18 +474,14 @@ def test_attention_refuses_weights_that_are_not_multi_head_weights():
         multi_head_attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), tuple(range(8)), 2)
 
 
-def test_attention_refuses_weights_for_another_width():
-    w = init_multi_head_weights(8, seed=0)
-    with pytest.raises(ValueError, match=re.escape(
-            "weights.w_q has shape (8, 8) but the inputs have d_model = 4; expected (4, 4)")):
-        multi_head_attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), w, 2)
-
-
-def test_attention_refuses_a_bias_of_the_wrong_shape():
-    w = init_multi_head_weights(4, seed=0)._replace(b_v=np.zeros(3))
-    with pytest.raises(ValueError, match=re.escape(
-            "weights.b_v has shape (3,) but the inputs have d_model = 4; expected (4,)")):
-        multi_head_attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), w, 2)
+@pytest.mark.parametrize("weights, message", [
+    (init_multi_head_weights(8, seed=0), "weights.w_q has shape (8, 8) but the inputs have d_model = 4; expected (4, 4)"),
+    (init_multi_head_weights(4, seed=0)._replace(b_v=np.zeros(3)),
+     "weights.b_v has shape (3,) but the inputs have d_model = 4; expected (4,)"),
+], ids=["weights for another width", "a bias of the wrong shape"])
+def test_attention_refuses_weights_that_do_not_fit_the_inputs_naming_the_field(weights, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        multi_head_attention(np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)), weights, 2)
 
 
 def test_attention_refuses_nan_in_the_weights_naming_the_field():

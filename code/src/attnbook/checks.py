@@ -116,7 +116,10 @@ def check(body: Callable[..., str]) -> Callable[..., CheckResult]:
     shares: it refuses a bad ``seed`` or ``quiet`` (and a non-bool for a bool option), names the
     student's function (``label``), draws the inputs from ``np.random.default_rng(seed)`` (``rng``),
     and wraps the verdict: the body's return value is the success message, a ``_Failure`` it raises
-    the problem found, and anything else a failure without a traceback (:func:`_finish`).
+    the problem found, and anything else a failure without a traceback (:func:`_finish`). It also
+    writes what every check's docstring shares: the body's docstring gives the summary, the math,
+    ``Parameters`` with ``fn`` and the body's own options, and ``Examples``; the public docstring adds
+    the usage line, ``seed`` (after ``fn``), ``quiet`` (last) and ``Returns``.
 
     .. math:: \text{check}(fn) = \text{verdict}\big(\text{body}(fn, \text{label}, \text{rng}(\text{seed}), \text{seed})\big)
 
@@ -170,7 +173,37 @@ def check(body: Callable[..., str]) -> Callable[..., CheckResult]:
          *options.values(),
          inspect.Parameter("quiet", keyword, default=False, annotation=bool)],
         return_annotation=CheckResult)
+    if body.__doc__:
+        run_check.__doc__ = _public_docstring(body.__doc__, body.__name__, options)
     return run_check
+
+
+# what every check's docstring shares: the decorator writes it, the body documents only its own parts
+_SEED_ENTRY = "seed : int\n    Chooses the inputs (hidden tests pass other seeds)."
+_QUIET_ENTRY = "quiet : bool\n    Only return the verdict, without printing it."
+_RETURNS = "Returns\n-------\nCheckResult\n    ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``)."
+_PARAMETERS = "\nParameters\n----------\n"
+_EXAMPLES = "\n\nExamples\n--------\n"
+
+
+def _public_docstring(doc: str, name: str, options: dict) -> str:
+    """A check body's docstring completed into its public check's: usage, ``seed``, ``quiet``, Returns.
+
+    The body's docstring holds the summary, the math, ``Parameters`` with ``fn`` and the body's own
+    options (after ``fn``), and ``Examples``; ``seed`` is added after ``fn`` and ``quiet`` last.
+    """
+    text = inspect.cleandoc(doc)
+    head, found, rest = text.partition(_PARAMETERS)
+    parameters, found_examples, examples = rest.partition(_EXAMPLES)
+    if not (found and found_examples and parameters.startswith("fn : ")):
+        raise ValueError(f"{name}: a check's docstring needs Parameters starting with fn, then Examples")
+    lines = parameters.split("\n")
+    end_of_fn = next((i for i, line in enumerate(lines) if i and not line.startswith(" ")), len(lines))
+    parameters = "\n".join([*lines[:end_of_fn], _SEED_ENTRY, *lines[end_of_fn:], _QUIET_ENTRY])
+    usage = ", ".join(["fn", "*", "seed=0", *(f"{option}={parameter.default!r}"
+                                              for option, parameter in options.items()), "quiet=False"])
+    return (f"{head.rstrip()}\n\nUsed as ``{name}({usage})``: the\ndecorator :func:`check` supplies ``label``, "
+            f"``rng`` and the verdict (see there).\n{_PARAMETERS}{parameters}\n\n{_RETURNS}{_EXAMPLES}{examples}")
 
 
 def _function_name(fn) -> str:
@@ -492,24 +525,12 @@ def check_softmax(fn, label: str, rng: np.random.Generator, seed: int, *, large_
 
     .. math:: \operatorname{softmax}(x)_i = e^{x_i - \max_j x_j} / \textstyle\sum_j e^{x_j - \max_j x_j}
 
-    Used as ``check_softmax(fn, *, seed=0, large_logits=True, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's softmax ``fn(x)``, normalising the last axis.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
     large_logits : bool
         Include the stability test (logits of ±1000); False tests values alone.
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -602,24 +623,12 @@ def check_attention(fn, label: str, rng: np.random.Generator, seed: int, *, larg
 
     .. math:: \operatorname{softmax}(Q K^\top / \sqrt{d_k})\, V
 
-    Used as ``check_attention(fn, *, seed=0, large_scores=True, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(q, k, v) -> (output, weights)``.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
     large_scores : bool
         Include the stability test (scores in the thousands).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -666,22 +675,10 @@ def check_self_attention(fn, label: str, rng: np.random.Generator, seed: int) ->
 
     .. math:: \operatorname{softmax}(X W_Q (X W_K)^\top / \sqrt{d_k})\, X W_V
 
-    Used as ``check_self_attention(fn, *, seed=0, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(x, w_q, w_k, w_v) -> (output, weights)``.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -723,22 +720,10 @@ def check_causal_mask(fn, label: str, rng: np.random.Generator, seed: int) -> st
 
     .. math:: M_{ij} = [\, j \le i \,]
 
-    Used as ``check_causal_mask(fn, *, seed=0, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(n) -> (n, n)`` boolean mask.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -795,22 +780,10 @@ def check_split_heads(fn, label: str, rng: np.random.Generator, seed: int) -> st
 
     .. math:: (\dots, n, d_\text{model}) \to (\dots, h, n, d_\text{model} / h)
 
-    Used as ``check_split_heads(fn, *, seed=0, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(x, n_heads)``.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -848,22 +821,10 @@ def check_merge_heads(fn, label: str, rng: np.random.Generator, seed: int) -> st
 
     .. math:: (\dots, h, n, d_\text{head}) \to (\dots, n, h\, d_\text{head})
 
-    Used as ``check_merge_heads(fn, *, seed=0, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(x)``.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
@@ -910,22 +871,10 @@ def check_sinusoidal_encoding(fn, label: str, rng: np.random.Generator, seed: in
 
     .. math:: PE_{p, 2i} = \sin(p / 10000^{2i/d}), \quad PE_{p, 2i+1} = \cos(p / 10000^{2i/d})
 
-    Used as ``check_sinusoidal_encoding(fn, *, seed=0, quiet=False)``: the
-    decorator :func:`check` supplies ``label``, ``rng`` and the verdict (see there).
-
     Parameters
     ----------
     fn : callable
         The student's ``fn(n_positions, d_model)``.
-    seed : int
-        Chooses the inputs (hidden tests pass other seeds).
-    quiet : bool
-        Only return the verdict, without printing it.
-
-    Returns
-    -------
-    CheckResult
-        ``passed`` and the message (printed after ✓ or ✗ unless ``quiet``).
 
     Examples
     --------
