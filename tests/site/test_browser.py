@@ -152,7 +152,7 @@ def test_chapter_figure_has_sliders_and_a_menu(visit):
     figures = page.evaluate(STATIC_FIGURES)
     assert len(figures) == 1, figures
     kinds = [(c["kind"], c["label"]) for c in figures[0]["controls"]]
-    assert kinds == [("range", "k2, x"), ("range", "k2, y"), ("select", "weights")], kinds
+    assert kinds == [("range", "k1, x"), ("range", "k1, y"), ("select", "weights")], kinds
 
 
 def test_offline_search_finds_softmax_on_the_model_chapter(visit):
