@@ -49,10 +49,10 @@ __all__ = [
 
 
 class MultiHeadWeights(NamedTuple):
-    """Parameters of one multi-head attention layer; every matrix is ``(d_model, d_model)`` but the
-    key and value projections of grouped-query attention, ``(d_model, n_kv_heads * d_head)``.
+    """Parameters of one multi-head attention layer: ``(d_model, d_model)`` matrices, narrower keys and values if grouped.
 
-    Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
+    Every matrix is ``(d_model, d_model)`` but the key and value projections of grouped-query
+    attention, ``(d_model, n_kv_heads * d_head)``. Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
     (``d_head = d_model / n_heads``), and rows of ``w_o`` in the same range. With fewer key and
     value heads, key and value head j fills columns ``j * d_head`` to ``(j + 1) * d_head`` of ``w_k``
     and ``w_v``.
@@ -66,10 +66,12 @@ class MultiHeadWeights(NamedTuple):
         every query head has its own.
     w_o : ndarray
         ``(d_model, d_model)`` the output projection :math:`W_O` of the concatenated heads.
-    b_q, b_o : ndarray
-        ``(d_model,)`` the biases of the query and output projections.
+    b_q : ndarray
+        ``(d_model,)`` the bias of the query projection.
     b_k, b_v : ndarray
         ``(n_kv_heads * d_head,)`` the biases of the key and value projections.
+    b_o : ndarray
+        ``(d_model,)`` the bias of the output projection.
 
     Examples
     --------
