@@ -12,7 +12,7 @@ from tools.homework import cli, grading, sources
 SOURCES = sources.homework_sources()
 NAMES = [source.stem for source in SOURCES]
 
-CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks",
+CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks", "modern_block",
                  "multi_head_attention", "positional_encoding", "transformer", "beyond_text"]
 
 

@@ -2,7 +2,7 @@
 
 One implementation, imported by every chapter and reused by every exercise check. The core tier
 (what chapters show) is flat: ``validation``, ``softmax``, ``attention``, ``masks``, ``multihead``,
-``positional``, ``recurrent``, ``transformer``, ``plotting``. Companions are grouped by job:
+``positional``, ``recurrent``, ``transformer``, ``modern``, ``plotting``. Companions are grouped by job:
 ``efficient`` (online softmax, tiled and banded attention, the KV cache, the batched fast path),
 ``learning`` (gradients, optimisers, training) and ``checks`` (the homework checks).
 
@@ -27,6 +27,15 @@ from .multihead import (
     multi_head_attention,
     multi_head_weights_from_torch,
     split_heads,
+)
+from .modern import (
+    DecoderBlockWeights,
+    SwiGLUWeights,
+    decoder_block,
+    init_decoder_block,
+    init_swiglu_feed_forward,
+    rms_norm,
+    swiglu_feed_forward,
 )
 from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
 from .recurrent import rnn_forward
@@ -54,25 +63,30 @@ except PackageNotFoundError:  # the sources imported without installing them (e.
 __all__ = [
     "AttentionResult",
     "COLOUR_MAP",
+    "DecoderBlockWeights",
     "DecoderLayerWeights",
     "DotProductVariance",
     "EncoderLayerWeights",
     "FeedForwardWeights",
     "MultiHeadWeights",
+    "SwiGLUWeights",
     "attention_scores",
     "banded_mask",
     "causal_mask",
     "count_multi_head_parameters",
+    "decoder_block",
     "decoder_layer",
     "dot_product_variance",
     "encoder_layer",
     "feed_forward",
     "figure_to_img_html",
     "graph_mask",
+    "init_decoder_block",
     "init_decoder_layer",
     "init_encoder_layer",
     "init_feed_forward",
     "init_multi_head_weights",
+    "init_swiglu_feed_forward",
     "layer_norm",
     "merge_heads",
     "multi_head_attention",
@@ -81,6 +95,7 @@ __all__ = [
     "plot_convex_combination",
     "plot_heatmap",
     "relu_weights",
+    "rms_norm",
     "rnn_forward",
     "scaled_dot_product_attention",
     "self_attention",
@@ -90,5 +105,6 @@ __all__ = [
     "softmax",
     "softmax_jacobian",
     "split_heads",
+    "swiglu_feed_forward",
     "transformer_parameter_count",
 ]

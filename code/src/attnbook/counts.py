@@ -12,7 +12,8 @@ such number is a closed-form count, and this module holds all of them, grouped b
   ``path_length``), in the one vocabulary of layer kinds ``LAYER_KINDS``;
 - learned parameters (``self_attention_parameter_count``, ``count_multi_head_parameters``,
   ``transformer_parameter_count``);
-- the bytes of a key-value cache (``kv_cache_bytes``).
+- learned parameters of a modern decoder-only block (``decoder_block_parameter_count``);
+- the bytes of a key-value cache, with as many key and value heads as query heads or fewer (``kv_cache_bytes``).
 
 Every count is an exact Python integer, so long sequences do not overflow.
 
@@ -33,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .validation import as_float_array, check_bool, check_heads, check_positive_int
+from .validation import as_float_array, check_bool, check_heads, check_kv_heads, check_positive_int
 
 __all__ = [
     "DECODE_STRATEGIES",
@@ -46,6 +47,7 @@ __all__ = [
     "counted_rnn",
     "counted_self_attention",
     "decode_multiply_adds",
+    "decoder_block_parameter_count",
     "kv_cache_bytes",
     "path_length",
     "restricted_attention_macs",
@@ -773,22 +775,27 @@ def transformer_parameter_count(d_model: int, d_ff: int, n_heads: int, n_layers:
 
 
 def kv_cache_bytes(n_tokens: int, n_layers: int, n_heads: int, d_head: int, itemsize: int = 2,
-                   batch: int = 1) -> int:
-    r"""Bytes a key-value cache holds: a key and a value of ``d_head`` numbers per token, head and layer.
+                   batch: int = 1, n_kv_heads: int | None = None) -> int:
+    r"""Bytes a key-value cache holds: a key and a value of ``d_head`` numbers per token, key head and layer.
 
-    .. math:: 2 \cdot \text{batch} \cdot n_{layers} \cdot n_{heads} \cdot n_{tokens} \cdot d_{head}
+    .. math:: 2 \cdot \text{batch} \cdot n_{layers} \cdot n_{kv} \cdot n_{tokens} \cdot d_{head}
               \cdot \text{itemsize}
+
+    Only the key and value heads are cached: :math:`n_{kv} = h` in multi-head attention, fewer in
+    grouped-query attention, 1 in multi-query attention.
 
     Parameters
     ----------
     n_tokens : int
         Tokens held, at least 0.
     n_layers, n_heads, d_head : int
-        Layers, heads per layer and width of one head's keys and values, each at least 1.
+        Layers, (query) heads per layer and width of one head's keys and values, each at least 1.
     itemsize : int, optional
         Bytes per number: 2 (default) for float16, 4 for float32.
     batch : int, optional
         Sequences held, at least 1. Default 1.
+    n_kv_heads : int, optional
+        Key and value heads per layer, dividing ``n_heads``; default ``n_heads``.
 
     Returns
     -------
@@ -799,9 +806,68 @@ def kv_cache_bytes(n_tokens: int, n_layers: int, n_heads: int, d_head: int, item
     --------
     >>> kv_cache_bytes(n_tokens=1024, n_layers=12, n_heads=12, d_head=64) / 2**20   # MiB
     36.0
+    >>> kv_cache_bytes(n_tokens=1024, n_layers=12, n_heads=12, d_head=64, n_kv_heads=3) / 2**20
+    9.0
     """
     sizes = {"n_tokens": n_tokens, "n_layers": n_layers, "n_heads": n_heads, "d_head": d_head,
              "itemsize": itemsize, "batch": batch}
     checked = {name: check_positive_int(value, name, minimum=0 if name == "n_tokens" else 1)
                for name, value in sizes.items()}
+    if n_kv_heads is not None:
+        checked["n_heads"] = check_kv_heads(checked["n_heads"], n_kv_heads)  # only the key heads are cached
     return 2 * math.prod(checked.values())
+
+
+def decoder_block_parameter_count(d_model: int, d_ff: int, n_heads: int, n_kv_heads: int | None = None,
+                                  gated: bool = True) -> dict[str, int]:
+    r"""Parameters of one bias-free pre-norm decoder-only block with RMSNorm, part by part.
+
+    With :math:`d_h = d / h` and :math:`n_{kv}` key and value heads:
+
+    .. math::
+
+        \underbrace{2 d^2 + 2 d \, n_{kv} d_h}_{W_Q,\, W_O;\; W_K,\, W_V}
+        \; + \; \underbrace{3 d \, d_\text{ff}}_{W_\text{gate},\, W_\text{up},\, W_\text{down}}
+        \; + \; \underbrace{2 d}_{\text{two RMSNorm gains}}
+
+    (``gated=False``: a ReLU network, :math:`2 d \, d_\text{ff}`). The 2017 block with biases and
+    layer norms is :func:`transformer_parameter_count`'s ``"encoder layer"``.
+
+    Parameters
+    ----------
+    d_model, d_ff : int
+        Model width and hidden width of the feed-forward network, each at least 1.
+    n_heads : int
+        Query heads, dividing ``d_model``.
+    n_kv_heads : int, optional
+        Key and value heads, dividing ``n_heads``; default ``n_heads``.
+    gated : bool, optional
+        A SwiGLU network with three matrices (default) or a two-matrix one.
+
+    Returns
+    -------
+    dict of str to int
+        ``"attention"``, ``"feed-forward"``, ``"norms"`` and ``"block"`` (their sum).
+
+    Examples
+    --------
+    >>> decoder_block_parameter_count(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8)["block"]
+    218112000
+    >>> decoder_block_parameter_count(8, 16, n_heads=4, n_kv_heads=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_heads = 4 is not divisible by n_kv_heads = 3; each key and value head serves n_heads / n_kv_heads query heads
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    d_ff = check_positive_int(d_ff, "d_ff")
+    n_heads = check_heads(d_model, n_heads)
+    n_kv = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    gated = check_bool(gated, "gated")
+    d_kv = n_kv * (d_model // n_heads)  # width of all key (or value) heads together
+    counts = {
+        "attention": 2 * d_model * d_model + 2 * d_model * d_kv,
+        "feed-forward": (3 if gated else 2) * d_model * d_ff,
+        "norms": 2 * d_model,
+    }
+    counts["block"] = sum(counts.values())
+    return counts

@@ -5,6 +5,12 @@
 projections are stored side by side as one ``(d_model, d_model)`` matrix per role; splitting its
 output columns into h groups gives the heads. Convention: ``y = x @ W + b`` (rows are tokens).
 
+Grouped-query attention (``n_kv_heads`` < ``n_heads``; multi-query attention when it is 1) keeps
+``n_kv_heads`` key and value heads, each shared by ``n_heads / n_kv_heads`` consecutive query heads:
+query head i reads key and value head ``i // (n_heads / n_kv_heads)``, as PyTorch's
+``scaled_dot_product_attention(..., enable_gqa=True)`` does. ``n_kv_heads = n_heads`` (the default)
+is ordinary multi-head attention.
+
 >>> import numpy as np
 >>> weights = init_multi_head_weights(d_model=8, seed=0)
 >>> x = np.random.default_rng(1).standard_normal((2, 5, 8))            # (batch, n, d_model)
@@ -26,6 +32,7 @@ from .validation import (
     check_head_batches,
     check_head_mask,
     check_heads,
+    check_kv_heads,
     check_min_ndim,
     check_positive_int,
 )
@@ -42,19 +49,29 @@ __all__ = [
 
 
 class MultiHeadWeights(NamedTuple):
-    """Parameters of one multi-head attention layer; every matrix is ``(d_model, d_model)``.
+    """Parameters of one multi-head attention layer: ``(d_model, d_model)`` matrices, narrower keys and values if grouped.
 
-    Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
-    (``d_head = d_model / n_heads``), and rows of ``w_o`` in the same range.
+    Every matrix is ``(d_model, d_model)`` but the key and value projections of grouped-query
+    attention, ``(d_model, n_kv_heads * d_head)``. Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
+    (``d_head = d_model / n_heads``), and rows of ``w_o`` in the same range. With fewer key and
+    value heads, key and value head j fills columns ``j * d_head`` to ``(j + 1) * d_head`` of ``w_k``
+    and ``w_v``.
 
     Attributes
     ----------
-    w_q, w_k, w_v : ndarray
-        ``(d_model, d_model)`` the query, key and value projections of all heads, side by side.
+    w_q : ndarray
+        ``(d_model, d_model)`` the query projections of all heads, side by side.
+    w_k, w_v : ndarray
+        ``(d_model, n_kv_heads * d_head)`` the key and value projections; ``(d_model, d_model)`` when
+        every query head has its own.
     w_o : ndarray
         ``(d_model, d_model)`` the output projection :math:`W_O` of the concatenated heads.
-    b_q, b_k, b_v, b_o : ndarray
-        ``(d_model,)`` the biases of the four projections.
+    b_q : ndarray
+        ``(d_model,)`` the bias of the query projection.
+    b_k, b_v : ndarray
+        ``(n_kv_heads * d_head,)`` the biases of the key and value projections.
+    b_o : ndarray
+        ``(d_model,)`` the bias of the output projection.
 
     Examples
     --------
@@ -64,12 +81,12 @@ class MultiHeadWeights(NamedTuple):
     """
 
     w_q: np.ndarray  # (d_model, d_model): h query projections side by side
-    w_k: np.ndarray  # (d_model, d_model)
-    w_v: np.ndarray  # (d_model, d_model)
+    w_k: np.ndarray  # (d_model, n_kv_heads * d_head): d_model wide without grouping
+    w_v: np.ndarray  # (d_model, n_kv_heads * d_head)
     w_o: np.ndarray  # (d_model, d_model): output projection W_O
     b_q: np.ndarray  # (d_model,)
-    b_k: np.ndarray  # (d_model,)
-    b_v: np.ndarray  # (d_model,)
+    b_k: np.ndarray  # (n_kv_heads * d_head,)
+    b_v: np.ndarray  # (n_kv_heads * d_head,)
     b_o: np.ndarray  # (d_model,)
 
 
@@ -148,10 +165,11 @@ def from_heads(x: np.ndarray) -> np.ndarray:
     return np.swapaxes(x, -3, -2).reshape(*lead, n, h * d_head)  # (..., n, d_model)
 
 
-def init_multi_head_weights(d_model: int, seed: int = 0) -> MultiHeadWeights:
-    r"""Random weights, uniform in ``±sqrt(6 / (2 d_model))`` (Glorot), biases 0; seeded.
+def init_multi_head_weights(d_model: int, seed: int = 0, n_heads: int | None = None,
+                            n_kv_heads: int | None = None) -> MultiHeadWeights:
+    r"""Random weights, uniform in ``±sqrt(6 / (fan_in + fan_out))`` (Glorot), biases 0; seeded.
 
-    .. math:: W \sim \mathcal{U}\left(-\sqrt{6 / (2 d_\text{model})}, \sqrt{6 / (2 d_\text{model})}\right)
+    .. math:: W \sim \mathcal{U}\left(-\sqrt{6 / (d_\text{in} + d_\text{out})}, \sqrt{6 / (d_\text{in} + d_\text{out})}\right)
 
     Parameters
     ----------
@@ -159,48 +177,78 @@ def init_multi_head_weights(d_model: int, seed: int = 0) -> MultiHeadWeights:
         The model width.
     seed : int or numpy Generator
         Seed of the generator.
+    n_heads, n_kv_heads : int, optional
+        For grouped-query attention: the number of query heads and of key and value heads
+        (``n_kv_heads`` divides ``n_heads``). Left out, or equal, every head has its own keys and
+        values and the weights are those of ``init_multi_head_weights(d_model, seed)``.
 
     Returns
     -------
     MultiHeadWeights
-        Four ``(d_model, d_model)`` matrices and four ``(d_model,)`` zero biases.
+        ``(d_model, d_model)`` matrices and ``(d_model,)`` zero biases; with grouping, ``w_k`` and ``w_v``
+        are ``(d_model, n_kv_heads * d_model / n_heads)`` and ``b_k``, ``b_v`` as wide.
 
     Examples
     --------
     >>> w = init_multi_head_weights(4, seed=0)
     >>> w.w_q.shape, w.b_o.shape
     ((4, 4), (4,))
+    >>> w = init_multi_head_weights(8, seed=0, n_heads=4, n_kv_heads=2)
+    >>> w.w_q.shape, w.w_k.shape, w.b_v.shape
+    ((8, 8), (8, 4), (4,))
     """
     d_model = check_positive_int(d_model, "d_model")
+    if n_kv_heads is not None:
+        if n_heads is None:
+            raise ValueError("n_kv_heads needs n_heads: the width of a key head is d_model / n_heads")
+        n_heads = check_heads(d_model, n_heads)
+        n_kv_heads = check_kv_heads(n_heads, n_kv_heads)
+    elif n_heads is not None:
+        n_heads = check_heads(d_model, n_heads)
     rng = np.random.default_rng(seed)
-    limit = math.sqrt(6.0 / (2 * d_model))
-    w_q, w_k, w_v, w_o = rng.uniform(-limit, limit, size=(4, d_model, d_model))  # (d_model, d_model) each
-    zeros = np.zeros(d_model)  # (d_model,)
-    return MultiHeadWeights(w_q, w_k, w_v, w_o, zeros, zeros.copy(), zeros.copy(), zeros.copy())
+    if n_kv_heads is None or n_kv_heads == n_heads:  # every head its own keys and values
+        limit = math.sqrt(6.0 / (2 * d_model))
+        w_q, w_k, w_v, w_o = rng.uniform(-limit, limit, size=(4, d_model, d_model))  # (d_model, d_model) each
+        zeros = np.zeros(d_model)  # (d_model,)
+        return MultiHeadWeights(w_q, w_k, w_v, w_o, zeros, zeros.copy(), zeros.copy(), zeros.copy())
+    d_kv = n_kv_heads * (d_model // n_heads)  # width of all key (or value) heads together
+    limit, limit_kv = math.sqrt(6.0 / (2 * d_model)), math.sqrt(6.0 / (d_model + d_kv))
+    w_q, w_o = rng.uniform(-limit, limit, size=(2, d_model, d_model))  # (d_model, d_model) each
+    w_k, w_v = rng.uniform(-limit_kv, limit_kv, size=(2, d_model, d_kv))  # (d_model, d_kv) each
+    return MultiHeadWeights(w_q, w_k, w_v, w_o, np.zeros(d_model), np.zeros(d_kv), np.zeros(d_kv),
+                            np.zeros(d_model))
 
 
-def _checked_weights(weights, d_model: int) -> MultiHeadWeights:
+def _checked_weights(weights, d_model: int, d_kv: int | None = None) -> MultiHeadWeights:
     if not isinstance(weights, MultiHeadWeights):
         raise TypeError(
             f"weights must be a MultiHeadWeights (see init_multi_head_weights), got {type(weights).__name__}"
         )
+    d_kv = d_model if d_kv is None else d_kv
     checked = []
     for name, value in weights._asdict().items():
         array = as_float_array(value, f"weights.{name}")
-        expected = (d_model, d_model) if name.startswith("w_") else (d_model,)
+        width = d_kv if name[-1] in "kv" else d_model
+        expected = (d_model, width) if name.startswith("w_") else (width,)
         if array.shape != expected:
-            raise ValueError(f"weights.{name} has shape {array.shape} but the inputs have d_model = "
-                             f"{d_model}; expected {expected}")
+            why = (f"the inputs have d_model = {d_model}" if width == d_model else
+                   f"the inputs have d_model = {d_model} and the key and value heads need {d_kv} columns")
+            raise ValueError(f"weights.{name} has shape {array.shape} but {why}; expected {expected}")
         checked.append(array)
     return MultiHeadWeights(*checked)
 
 
 def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: int,
-                         mask=None) -> AttentionResult:
+                         mask=None, n_kv_heads: int | None = None) -> AttentionResult:
     r"""Multi-head attention of ``query`` over ``key`` and ``value``: h heads on ``d_model / h`` slices, then ``W_O``.
 
     .. math:: \operatorname{MultiHead}(X_q, X_{kv}) = \operatorname{Concat}(\text{head}_1, \dots, \text{head}_h) W_O + b_O,
-              \quad \text{head}_i = \operatorname{Attention}(X_q W_Q^{(i)}, X_{kv} W_K^{(i)}, X_{kv} W_V^{(i)})
+              \quad \text{head}_i = \operatorname{Attention}(X_q W_Q^{(i)}, X_{kv} W_K^{(g(i))}, X_{kv} W_V^{(g(i))})
+
+    with :math:`g(i) = i` (multi-head attention) or, with ``n_kv_heads`` key and value heads shared
+    by groups of :math:`G = h / n_\text{kv}` consecutive query heads, :math:`g(i) = \lfloor i / G \rfloor`
+    (grouped-query attention; multi-query attention when ``n_kv_heads = 1``). The shared keys and
+    values are never copied: the queries of a group are stacked against their one key head.
 
     Self-attention passes the same array three times; cross-attention passes the decoder states as
     ``query`` and the encoder output as ``key`` and ``value``.
@@ -217,7 +265,9 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
         The number of heads; must divide ``d_model``.
     mask : array_like of bool, optional
         True = may attend: ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)``, shared by all heads, or
-        ``(batch, n_heads | 1, n_q | 1, n_k)`` with one mask per head.
+        ``(batch, n_heads | 1, n_q | 1, n_k)`` with one mask per (query) head.
+    n_kv_heads : int, optional
+        The number of key and value heads; must divide ``n_heads``. Default ``n_heads``.
 
     Returns
     -------
@@ -226,6 +276,10 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
 
     Examples
     --------
+    >>> w = init_multi_head_weights(8, seed=0, n_heads=4, n_kv_heads=1)      # multi-query attention
+    >>> x = np.random.default_rng(0).standard_normal((5, 8))                 # (n, d_model)
+    >>> multi_head_attention(x, x, x, w, n_heads=4, n_kv_heads=1).weights.shape
+    (4, 5, 5)
     >>> w = init_multi_head_weights(6, seed=0)
     >>> out, attn = multi_head_attention(np.ones((2, 6)), np.ones((3, 6)), np.ones((3, 6)), w, n_heads=2)
     >>> out.shape, attn.shape
@@ -235,24 +289,25 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
     ...
     ValueError: query has shape (2, 6) but key has shape (3, 4); both need the model width d_model in the last dimension
     """
-    query, key, value, w, n_heads, mask = check_multi_head_inputs(query, key, value, weights, n_heads, mask)
-    return multi_head(query, key, value, w, n_heads, mask)
+    query, key, value, w, n_heads, mask, n_kv_heads = check_multi_head_inputs(query, key, value, weights, n_heads,
+                                                                             mask, n_kv_heads)
+    return multi_head(query, key, value, w, n_heads, mask, n_kv_heads)
 
 
-def check_multi_head_inputs(query, key, value, weights, n_heads, mask=None) -> tuple:
+def check_multi_head_inputs(query, key, value, weights, n_heads, mask=None, n_kv_heads=None) -> tuple:
     """Every check of :func:`multi_head_attention`, in one call; returns its arguments checked.
 
     Parameters
     ----------
-    query, key, value, weights, n_heads, mask
+    query, key, value, weights, n_heads, mask, n_kv_heads
         As in :func:`multi_head_attention`.
 
     Returns
     -------
     tuple
-        ``(query, key, value, weights, n_heads, mask)``: float arrays, the weights as float
-        arrays, ``n_heads`` as an int, and the mask as booleans laid out ``(..., h | 1, n_q | 1, n_k)``
-        (or None).
+        ``(query, key, value, weights, n_heads, mask, n_kv_heads)``: float arrays, the weights as float
+        arrays, ``n_heads`` as an int, the mask as booleans laid out ``(..., h | 1, n_q | 1, n_k)``
+        (or None), and ``n_kv_heads`` as an int (``n_heads`` when it was left out).
 
     Examples
     --------
@@ -278,16 +333,17 @@ def check_multi_head_inputs(query, key, value, weights, n_heads, mask=None) -> t
         raise ValueError(f"key has shape {key.shape} but value has shape {value.shape}; "
                          "they need the same number of positions n_k")
     n_heads = check_heads(d_model, n_heads)
-    weights = _checked_weights(weights, d_model)
+    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    weights = _checked_weights(weights, d_model, n_kv_heads * (d_model // n_heads))
     if mask is not None:
         mask = check_head_mask(mask, query.shape[-2], key.shape[-2],
                                context=f" (query has shape {query.shape}, key has shape {key.shape})")
     check_head_batches({"query": query.shape, "key": key.shape, "value": value.shape}, mask)
-    return query, key, value, weights, n_heads, mask
+    return query, key, value, weights, n_heads, mask, n_kv_heads
 
 
 def multi_head(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHeadWeights, n_heads: int,
-               mask=None) -> AttentionResult:
+               mask=None, n_kv_heads: int | None = None) -> AttentionResult:
     """Unchecked kernel of :func:`multi_head_attention`, on arguments that :func:`check_multi_head_inputs` passed.
 
     >>> w = init_multi_head_weights(4, seed=0)
@@ -295,16 +351,50 @@ def multi_head(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHe
     (2, 2, 3)
     """
     q = project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
-    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
-    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
+    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, n_kv d_head)
+    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, n_kv d_head)
     dtype = np.result_type(q, k, v, np.float32)  # scores in at least float32, as in attention
+    n_kv = n_heads if n_kv_heads is None else n_kv_heads
     q = to_heads(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
-    k = to_heads(k.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
-    v = to_heads(v.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
-    heads, attention = attend(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1]))  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+    k = to_heads(k.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
+    v = to_heads(v.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if n_kv == n_heads:
+        heads, attention = attend(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+    else:
+        heads, attention = attend_grouped(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
     output = project(from_heads(heads), w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
                      w.b_o)  # (..., n_q, d_model)
     return AttentionResult(output, attention)
+
+
+def attend_grouped(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask, scale: float) -> AttentionResult:
+    """Unchecked kernel: attention of ``h`` query heads over ``n_kv`` shared key and value heads.
+
+    Query head i reads key and value head ``i // (h / n_kv)``. The ``h / n_kv`` query heads of a group
+    are stacked on a new axis against their one key head, which broadcasts: nothing is copied.
+    ``q`` is ``(..., h, n_q, d)``, ``k`` and ``v`` are ``(..., n_kv, n_k, d)``, the mask is laid out
+    ``(..., h | 1, n_q | 1, n_k)`` or ``(n_q, n_k)``.
+
+    >>> q, k = np.ones((4, 2, 3)), np.ones((2, 5, 3))
+    >>> attend_grouped(q, k, k, None, 1.0).weights.shape
+    (4, 2, 5)
+    """
+    *lead, h, n_q, d = q.shape
+    n_kv = k.shape[-3]
+    group = h // n_kv
+    q = q.reshape(*lead, n_kv, group, n_q, d)  # (..., n_kv, G, n_q, d): the query heads of each group
+    k = k[..., :, None, :, :]  # (..., n_kv, 1, n_k, d): one key head per group
+    v = v[..., :, None, :, :]  # (..., n_kv, 1, n_k, d_v)
+    if mask is not None and mask.ndim >= 3:
+        if mask.shape[-3] == 1:  # one mask for every head
+            mask = mask[..., None, :, :]  # (..., 1, 1, n_q | 1, n_k)
+        else:  # one mask per query head
+            mask = mask.reshape(*mask.shape[:-3], n_kv, group, *mask.shape[-2:])  # (..., n_kv, G, n_q | 1, n_k)
+    heads, weights = attend(q, k, v, mask, scale)  # (..., n_kv, G, n_q, d_v), (..., n_kv, G, n_q, n_k)
+    heads = heads.reshape(*heads.shape[:-4], h, *heads.shape[-2:])  # (..., h, n_q, d_v)
+    weights = weights.reshape(*weights.shape[:-4], h, *weights.shape[-2:])  # (..., h, n_q, n_k)
+    return AttentionResult(heads, weights)
 
 
 def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,

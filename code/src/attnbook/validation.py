@@ -30,6 +30,7 @@ __all__ = [
     "check_bool",
     "check_scale",
     "check_heads",
+    "check_kv_heads",
     "check_logits",
     "check_mask",
     "check_head_mask",
@@ -455,6 +456,37 @@ def check_heads(d_model: int, n_heads) -> int:
             "each head needs d_model / n_heads dimensions"
         )
     return n_heads
+
+
+def check_kv_heads(n_heads: int, n_kv_heads) -> int:
+    """Return ``n_kv_heads`` as an int if it is a positive integer that divides ``n_heads``.
+
+    Parameters
+    ----------
+    n_heads : int
+        The number of query heads (already checked).
+    n_kv_heads : int
+        The number of key and value heads.
+
+    Returns
+    -------
+    int
+        ``n_kv_heads``.
+
+    Examples
+    --------
+    >>> check_kv_heads(8, 2)
+    2
+    >>> check_kv_heads(8, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_heads = 8 is not divisible by n_kv_heads = 3; each key and value head serves n_heads / n_kv_heads query heads
+    """
+    n_kv_heads = check_positive_int(n_kv_heads, "n_kv_heads")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads = {n_heads} is not divisible by n_kv_heads = {n_kv_heads}; "
+                         "each key and value head serves n_heads / n_kv_heads query heads")
+    return n_kv_heads
 
 
 def check_logits(x, axis: int = -1, mask=None, name: str = "x",

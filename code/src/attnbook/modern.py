@@ -1,0 +1,397 @@
+"""The decoder-only block of today's language models: RMSNorm, a SwiGLU feed-forward network, pre-norm.
+
+A modern block changes three things around the attention of Vaswani et al. (2017): each sub-layer
+reads a normalised copy of the residual stream and adds its output back unnormalised (pre-norm),
+the normalisation is RMSNorm (no mean, no shift), and the feed-forward network is gated (SwiGLU).
+Its attention is causal multi-head attention, grouped-query when ``n_kv_heads < n_heads``.
+
+>>> import numpy as np
+>>> block = init_decoder_block(d_model=8, d_ff=16, n_heads=4, n_kv_heads=2, seed=0)
+>>> x = np.random.default_rng(0).standard_normal((5, 8))               # (n, d_model)
+>>> out, attn = decoder_block(x, block, n_heads=4, n_kv_heads=2)
+>>> out.shape, attn.shape
+((5, 8), (4, 5, 5))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head
+from .validation import as_float_array, check_bool, check_heads, check_kv_heads, check_min_ndim, check_positive_int
+
+__all__ = [
+    "DecoderBlockResult",
+    "DecoderBlockWeights",
+    "SwiGLUWeights",
+    "decoder_block",
+    "init_decoder_block",
+    "init_swiglu_feed_forward",
+    "rms_norm",
+    "swiglu_feed_forward",
+]
+
+
+class SwiGLUWeights(NamedTuple):
+    """Weights of the gated feed-forward network ``(SiLU(x W_gate) * (x W_up)) W_down`` (no biases).
+
+    Attributes
+    ----------
+    w_gate : ndarray
+        ``(d_model, d_ff)`` the projection that passes through SiLU and gates (Shazeer's :math:`W`).
+    w_up : ndarray
+        ``(d_model, d_ff)`` the projection that is gated (Shazeer's :math:`V`).
+    w_down : ndarray
+        ``(d_ff, d_model)`` the projection back to the model width (Shazeer's :math:`W_2`).
+
+    Examples
+    --------
+    >>> ff = SwiGLUWeights(np.eye(2), np.eye(2), np.eye(2))
+    >>> np.round(swiglu_feed_forward([[1.0, -1.0]], ff), 4).tolist()
+    [[0.7311, 0.2689]]
+    """
+
+    w_gate: np.ndarray  # (d_model, d_ff)
+    w_up: np.ndarray  # (d_model, d_ff)
+    w_down: np.ndarray  # (d_ff, d_model)
+
+
+class DecoderBlockWeights(NamedTuple):
+    """Weights of one decoder-only block, as :func:`init_decoder_block` makes them.
+
+    Attributes
+    ----------
+    attention : MultiHeadWeights
+        The causal self-attention (its biases are zero and not counted as parameters).
+    feed_forward : SwiGLUWeights
+        The gated feed-forward network.
+    norm_1, norm_2 : ndarray
+        ``(d_model,)`` the gains of the RMSNorms before (pre-norm) or after (post-norm) the attention
+        and the feed-forward network.
+
+    Examples
+    --------
+    >>> block = init_decoder_block(8, 16, n_heads=4, n_kv_heads=1)
+    >>> block.attention.w_k.shape, block.feed_forward.w_up.shape, block.norm_2.shape
+    ((8, 2), (8, 16), (8,))
+    """
+
+    attention: MultiHeadWeights
+    feed_forward: SwiGLUWeights
+    norm_1: np.ndarray  # (d_model,)
+    norm_2: np.ndarray  # (d_model,)
+
+
+class DecoderBlockResult(NamedTuple):
+    """What a decoder block returns: unpack it as ``output, weights = ...``.
+
+    Attributes
+    ----------
+    output : ndarray
+        ``(..., n, d_model)`` the block's output, one row per position.
+    weights : ndarray
+        ``(..., n_heads, n, n)`` the causal attention weights of each query head.
+
+    Examples
+    --------
+    >>> output, weights = decoder_block(np.ones((3, 4)), init_decoder_block(4, 8, n_heads=2), n_heads=2)
+    >>> output.shape, weights.shape
+    ((3, 4), (2, 3, 3))
+    """
+
+    output: np.ndarray  # (..., n, d_model)
+    weights: np.ndarray  # (..., h, n, n)
+
+
+def rms_norm(x, gamma=None, eps: float = 1e-6) -> np.ndarray:
+    r"""Divide each row of ``x`` ``(..., d)`` by its root mean square, then scale by the gain gamma.
+
+    .. math:: \operatorname{RMSNorm}(x) = \gamma \odot \frac{x}{\sqrt{\frac1d \sum_m x_m^2 + \epsilon}}
+
+    Unlike layer norm, the mean is not subtracted and there is no shift (Zhang and Sennrich, 2019).
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., d)`` rows to normalise.
+    gamma : array_like, optional
+        ``(d,)`` the gain; default ones.
+    eps : float
+        Added to the mean square. Default ``1e-6``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., d)``, computed in at least float32, in the common float type of ``x`` and ``gamma``.
+
+    Examples
+    --------
+    >>> np.round(rms_norm([[3.0, 4.0]], eps=0.0), 4).tolist()                 # RMS of (3, 4) is 5 / sqrt(2)
+    [[0.8485, 1.1314]]
+    >>> rms_norm([[1.0, 2.0]], gamma=[1.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: gamma has shape (1,) but x has shape (1, 2); expected (2,)
+    """
+    x = as_float_array(x, "x")  # (..., d)
+    check_min_ndim(x, "x", 1, "(..., d)")
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
+    if gamma.shape != (d,):
+        raise ValueError(f"gamma has shape {gamma.shape} but x has shape {x.shape}; expected ({d},)")
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
+    return rescale(x, gamma, eps)
+
+
+def rescale(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Unchecked kernel of :func:`rms_norm` on arrays that fit.
+
+    >>> rescale(np.array([[1.0, -1.0]]), np.ones(2), 0.0).tolist()
+    [[1.0, -1.0]]
+    """
+    out_dtype = np.result_type(x, gamma)
+    x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d)
+    mean_square = np.mean(x * x, axis=-1, keepdims=True)  # (..., 1)
+    return (x / np.sqrt(mean_square + eps) * gamma).astype(out_dtype, copy=False)  # (..., d)
+
+
+def init_swiglu_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> SwiGLUWeights:
+    r"""Seeded weights of a SwiGLU network: three Glorot-uniform matrices.
+
+    .. math:: W_\text{gate}, W_\text{up}, W_\text{down} \sim \mathcal{U}\left(-\sqrt{6 / (d_\text{model} + d_\text{ff})},
+              \sqrt{6 / (d_\text{model} + d_\text{ff})}\right)
+
+    Parameters
+    ----------
+    d_model : int
+        The model width (positive).
+    d_ff : int
+        The hidden width (positive); :math:`\tfrac{8}{3} d_\text{model}` keeps the parameters of a
+        ReLU network of width :math:`4 d_\text{model}`.
+    seed : int, optional
+        Seed of ``numpy.random.default_rng``; default 0.
+
+    Returns
+    -------
+    SwiGLUWeights
+        ``w_gate`` and ``w_up`` ``(d_model, d_ff)``, ``w_down`` ``(d_ff, d_model)``.
+
+    Examples
+    --------
+    >>> [a.shape for a in init_swiglu_feed_forward(4, 6, seed=0)]
+    [(4, 6), (4, 6), (6, 4)]
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    d_ff = check_positive_int(d_ff, "d_ff")
+    rng = np.random.default_rng(seed)
+    limit = math.sqrt(6.0 / (d_model + d_ff))
+    w_gate, w_up = rng.uniform(-limit, limit, (2, d_model, d_ff))  # (d_model, d_ff) each
+    return SwiGLUWeights(w_gate, w_up, rng.uniform(-limit, limit, (d_ff, d_model)))
+
+
+def swiglu_feed_forward(x, weights: SwiGLUWeights) -> np.ndarray:
+    r"""The gated feed-forward network of Shazeer (2020), applied to every position independently.
+
+    .. math:: \operatorname{FFN}_\text{SwiGLU}(x) = \big(\operatorname{SiLU}(x W_\text{gate}) \odot x W_\text{up}\big) W_\text{down},
+              \qquad \operatorname{SiLU}(z) = z \, \sigma(z) = \frac{z}{1 + e^{-z}}
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` token vectors.
+    weights : SwiGLUWeights
+        ``w_gate``, ``w_up`` ``(d_model, d_ff)`` and ``w_down`` ``(d_ff, d_model)``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_model)``.
+
+    Examples
+    --------
+    >>> ff = init_swiglu_feed_forward(4, 6, seed=0)
+    >>> swiglu_feed_forward(np.ones((3, 4)), ff).shape
+    (3, 4)
+    >>> swiglu_feed_forward(np.ones((3, 5)), ff)
+    Traceback (most recent call last):
+    ...
+    ValueError: weights.w_gate has shape (4, 6) but x has d_model = 5; expected (5, d_ff)
+    """
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 1, "(..., d_model)")
+    return gate(x, _checked_swiglu(weights, x.shape[-1], "x"))
+
+
+def _checked_swiglu(weights, d_model: int, x_name: str, path: str = "weights") -> SwiGLUWeights:
+    if not isinstance(weights, SwiGLUWeights):
+        raise TypeError(f"{path} must be SwiGLUWeights, got {type(weights).__name__}")
+    w_gate, w_up, w_down = (as_float_array(a, f"{path}.{n}") for n, a in weights._asdict().items())
+    if w_gate.ndim != 2 or w_gate.shape[0] != d_model:
+        raise ValueError(f"{path}.w_gate has shape {w_gate.shape} but {x_name} has d_model = {d_model}; "
+                         f"expected ({d_model}, d_ff)")
+    d_ff = w_gate.shape[1]
+    for name, array, expected in (("w_up", w_up, (d_model, d_ff)), ("w_down", w_down, (d_ff, d_model))):
+        if array.shape != expected:
+            raise ValueError(f"{path}.{name} has shape {array.shape} but {path}.w_gate has shape "
+                             f"{w_gate.shape}; expected {expected}")
+    return SwiGLUWeights(w_gate, w_up, w_down)
+
+
+def gate(x: np.ndarray, weights: SwiGLUWeights) -> np.ndarray:
+    """Unchecked kernel of :func:`swiglu_feed_forward` on arrays that fit.
+
+    >>> gate(np.zeros((1, 2)), SwiGLUWeights(np.eye(2), np.eye(2), np.eye(2))).tolist()
+    [[0.0, 0.0]]
+    """
+    z = x @ weights.w_gate  # (..., n, d_ff)
+    silu = z * 0.5 * (1.0 + np.tanh(0.5 * z))  # (..., n, d_ff): z sigma(z), sigma(z) = (1 + tanh(z/2)) / 2
+    hidden = silu * (x @ weights.w_up)  # (..., n, d_ff): the gate times the linear unit
+    return hidden @ weights.w_down  # (..., n, d_model)
+
+
+def init_decoder_block(d_model: int, d_ff: int, n_heads: int, n_kv_heads: int | None = None,
+                       seed: int = 0) -> DecoderBlockWeights:
+    """A seeded decoder-only block: grouped-query attention, SwiGLU network, two RMSNorm gains of 1.
+
+    The attention comes from :func:`attnbook.init_multi_head_weights` with ``seed`` (biases zero), the
+    feed-forward network from :func:`init_swiglu_feed_forward` with ``seed + 1``.
+
+    Parameters
+    ----------
+    d_model : int
+        The model width (positive), divisible by ``n_heads``.
+    d_ff : int
+        The hidden width of the SwiGLU network (positive).
+    n_heads : int
+        Query heads.
+    n_kv_heads : int, optional
+        Key and value heads, dividing ``n_heads``; default ``n_heads``.
+    seed : int, optional
+        Seed of the weights; default 0.
+
+    Returns
+    -------
+    DecoderBlockWeights
+        The weights of :func:`decoder_block`.
+
+    Examples
+    --------
+    >>> block = init_decoder_block(8, 16, n_heads=4, n_kv_heads=2, seed=0)
+    >>> block.attention.w_v.shape, block.feed_forward.w_down.shape, block.norm_1.tolist()[:2]
+    ((8, 4), (16, 8), [1.0, 1.0])
+    """
+    d_model = check_positive_int(d_model, "d_model")
+    n_heads = check_heads(d_model, n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    return DecoderBlockWeights(
+        init_multi_head_weights(d_model, seed=seed, n_heads=n_heads, n_kv_heads=n_kv_heads),
+        init_swiglu_feed_forward(d_model, d_ff, seed=seed + 1),
+        np.ones(d_model), np.ones(d_model),
+    )
+
+
+def _checked_block(weights, d_model: int, d_kv: int) -> DecoderBlockWeights:
+    if not isinstance(weights, DecoderBlockWeights):
+        raise TypeError(f"weights must be DecoderBlockWeights, got {type(weights).__name__}")
+    if not isinstance(weights.attention, MultiHeadWeights):
+        raise TypeError(f"weights.attention must be MultiHeadWeights, got {type(weights.attention).__name__}")
+    attention = []
+    for name, value in weights.attention._asdict().items():
+        array = as_float_array(value, f"weights.attention.{name}")
+        width = d_kv if name[-1] in "kv" else d_model
+        expected = (d_model, width) if name.startswith("w_") else (width,)
+        if array.shape != expected:
+            raise ValueError(f"weights.attention.{name} has shape {array.shape} but x has d_model = {d_model} "
+                             f"and the key and value heads need {d_kv} columns; expected {expected}")
+        attention.append(array)
+    norms = []
+    for name in ("norm_1", "norm_2"):
+        array = as_float_array(getattr(weights, name), f"weights.{name}")
+        if array.shape != (d_model,):
+            raise ValueError(f"weights.{name} has shape {array.shape} but x has d_model = {d_model}; "
+                             f"expected ({d_model},)")
+        norms.append(array)
+    feed_forward = _checked_swiglu(weights.feed_forward, d_model, "x", "weights.feed_forward")
+    return DecoderBlockWeights(MultiHeadWeights(*attention), feed_forward, *norms)
+
+
+def decoder_block(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int | None = None,
+                  pre_norm: bool = True, eps: float = 1e-6) -> DecoderBlockResult:
+    r"""One decoder-only block on ``x`` ``(..., n, d_model)``: causal attention, then a SwiGLU network.
+
+    Pre-norm (the default, as in GPT-2, Llama, Mistral) normalises the input of each sub-layer and
+    leaves the residual stream unnormalised; post-norm (as in Vaswani et al., 2017) normalises the sum:
+
+    .. math::
+
+        \text{pre-norm:}\quad Z = X + \operatorname{MHA}_M(\operatorname{RMS}_1(X)), \qquad
+        X' = Z + \operatorname{FFN}(\operatorname{RMS}_2(Z)),
+
+        \text{post-norm:}\quad Z = \operatorname{RMS}_1(X + \operatorname{MHA}_M(X)), \qquad
+        X' = \operatorname{RMS}_2(Z + \operatorname{FFN}(Z)),
+
+    with :math:`M` the causal mask, :math:`\operatorname{RMS}` :func:`rms_norm` and
+    :math:`\operatorname{FFN}` :func:`swiglu_feed_forward`. A pre-norm stack ends with one more
+    :func:`rms_norm`, which this function leaves to the caller.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the residual stream; position ``i`` never sees a later position.
+    weights : DecoderBlockWeights
+        See :func:`init_decoder_block`.
+    n_heads : int
+        Query heads; must divide ``d_model``.
+    n_kv_heads : int, optional
+        Key and value heads; must divide ``n_heads``. Default ``n_heads``.
+    pre_norm : bool, optional
+        True (default) for pre-norm, False for post-norm.
+    eps : float, optional
+        The ``eps`` of both RMSNorms. Default ``1e-6``.
+
+    Returns
+    -------
+    DecoderBlockResult
+        ``output`` ``(..., n, d_model)`` and the attention ``weights`` ``(..., n_heads, n, n)``.
+
+    Examples
+    --------
+    >>> block = init_decoder_block(d_model=8, d_ff=16, n_heads=2, seed=0)
+    >>> out, attn = decoder_block(np.ones((3, 8)), block, n_heads=2, pre_norm=False)
+    >>> out.shape, bool(np.all(np.triu(attn, k=1) == 0))
+    ((3, 8), True)
+    """
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    d_model = x.shape[-1]
+    n_heads = check_heads(d_model, n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    pre_norm = check_bool(pre_norm, "pre_norm")
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
+    w = _checked_block(weights, d_model, n_kv_heads * (d_model // n_heads))
+    return block(x, w, n_heads, n_kv_heads, pre_norm, eps)
+
+
+def block(x: np.ndarray, w: DecoderBlockWeights, n_heads: int, n_kv_heads: int, pre_norm: bool,
+          eps: float) -> DecoderBlockResult:
+    """Unchecked kernel of :func:`decoder_block` on arguments that fit.
+
+    >>> w = init_decoder_block(4, 8, n_heads=2)
+    >>> block(np.ones((3, 4)), w, 2, 2, True, 1e-6).output.shape
+    (3, 4)
+    """
+    causal = np.tri(x.shape[-2], dtype=bool)  # (n, n): True on and below the diagonal
+    if pre_norm:
+        normed = rescale(x, w.norm_1, eps)  # (..., n, d_model)
+        attended, weights = multi_head(normed, normed, normed, w.attention, n_heads, causal,
+                                       n_kv_heads)  # (..., n, d_model), (..., h, n, n)
+        z = x + attended  # (..., n, d_model): the residual stream is never normalised
+        return DecoderBlockResult(z + gate(rescale(z, w.norm_2, eps), w.feed_forward), weights)  # (..., n, d_model)
+    attended, weights = multi_head(x, x, x, w.attention, n_heads, causal, n_kv_heads)  # (..., n, d), (..., h, n, n)
+    z = rescale(x + attended, w.norm_1, eps)  # (..., n, d_model): the sum is normalised
+    return DecoderBlockResult(rescale(z + gate(z, w.feed_forward), w.norm_2, eps), weights)  # (..., n, d_model)
