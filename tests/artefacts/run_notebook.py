@@ -7,6 +7,7 @@ output has a stderr stream (a warning box in Jupyter), and on the first cell tha
 timeout it prints which cell (its number and first line) and the error, and exits with status 1.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import nbformat
 from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # IPython colours its tracebacks
 
 
 def first_line(cell) -> str:
@@ -42,7 +46,7 @@ def main(path: str, cell_timeout: str) -> int:
                 print(f"{where} did not finish within {cell_timeout} s")
                 return 1
             except CellExecutionError as error:
-                print(f"{where} raised:\n{error}")
+                print(f"{where} raised:\n{ANSI_COLOUR.sub('', str(error))}")
                 return 1
             for output in cell.outputs:
                 if output.output_type == "stream" and output.name == "stderr":
