@@ -1,6 +1,7 @@
 # Attention, computed: one command builds the book, one runs every test.
 #   make book       build the website into _build/html (sets up .venv and the vendored browser assets)
-#   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser, PDF
+#   make test       run every test: package (unit, property, doctest), notebook pairing, nbval, site, browser, PDF,
+#                   what readers download (tests/artefacts)
 #   make notebooks  re-execute every chapters/*.md and exercises/*.md into its paired .ipynb
 #   make pdf        build the whole book as one PDF through LaTeX: _build/latex/attention-computed.pdf
 #   make serve      serve the built site on http://127.0.0.1:8000
@@ -117,6 +118,12 @@ pdf: $(STAMP) $(VENDOR) texlive
 
 test-pdf: pdf
 	$(PY) -m pytest tests/pdf
+
+# what readers download, used as they use it: the notebooks zip unzipped, installed as its README says (pip
+# reaches the package index) and every notebook run; each page's .ipynb and .md; the PDF (tests/artefacts)
+.PHONY: test-artefacts
+test-artefacts: pdf book
+	$(PY) -m pytest tests/artefacts
 
 texlive:
 	@missing="$$(for p in $(TEX_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done)"; \

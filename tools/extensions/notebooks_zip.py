@@ -1,8 +1,11 @@
 """A local Sphinx extension: put a zip of every executed notebook, with the package, at the site's root.
 
 Readers who want to run the book without git download `attention-computed-notebooks.zip` (linked
-from the introduction), unzip it and `pip install -r requirements.txt`. The zip has fixed
-timestamps, so the same files always give the same archive.
+from the introduction) and follow the README at its root (`notebooks_zip_README.md` beside this file):
+create a virtual environment, `pip install -r requirements.txt jupyterlab`, `jupyter lab chapters`.
+The zip holds the chapter notebooks, the `attnbook` package with its data files, the requirements, the
+licences and the citation. It has fixed timestamps, so the same files always give the same archive.
+tests/artefacts installs and runs it the way the README says.
 """
 
 from __future__ import annotations
@@ -10,24 +13,42 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import yaml
+
 NOTEBOOKS_ZIP = "attention-computed-notebooks.zip"
+README = Path(__file__).with_name("notebooks_zip_README.md")
+# the Jupyter a reader opens the notebooks in: the README's install line pins it (requirements.txt holds
+# only what the kernel needs, and Binder brings its own Jupyter)
+JUPYTERLAB_VERSION = "4.6.6"
 
 
 def zip_members(root: Path) -> list[Path]:
     files = sorted(root.glob("chapters/*.ipynb"))  # not exercises/: instructor notebooks hold hidden tests
     files += [root / "requirements.txt", root / "code" / "pyproject.toml", root / "code" / "README.md"]
-    return files + sorted((root / "code" / "src").rglob("*.py"))
+    files += [root / "LICENSE", *sorted((root / "LICENSES").glob("*")), root / "CITATION.cff"]
+    # the package: its modules and its data files (attnbook/data/*.json, read by "Efficient attention")
+    package = (root / "code" / "src" / "attnbook").rglob("*")
+    return files + sorted(p for p in package if p.is_file() and "__pycache__" not in p.parts)
+
+
+def readme_text(root: Path) -> str:
+    """The README at the zip's root: how to install and run the notebooks, with the book's address."""
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    return (README.read_text(encoding="utf-8").replace("@BASEURL@", config["html"]["baseurl"])
+            .replace("@JUPYTERLAB@", JUPYTERLAB_VERSION))
 
 
 def write_notebooks_zip(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     root = Path(app.srcdir)
+    members = [(path.relative_to(root).as_posix(), path.read_bytes()) for path in zip_members(root)]
+    members.insert(0, ("README.md", readme_text(root).encode("utf-8")))
     with zipfile.ZipFile(Path(app.outdir) / NOTEBOOKS_ZIP, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in zip_members(root):
-            info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=(2026, 1, 1, 0, 0, 0))
+        for name, data in members:
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
+            archive.writestr(info, data)
 
 
 def setup(app):

@@ -1,0 +1,82 @@
+"""Each chapter page's download menu, followed as a reader does: the page's notebook and its MyST source.
+
+The menu's .ipynb is the notebook the book build executed (myst-nb), not the file in the zip: it must be
+a valid notebook with the zip's cells, executed top to bottom with no error, and the kernel the zip's
+notebook asks for. The zip's notebook runs in the reader's environment (test_notebooks_zip.py), so the
+download, holding the same code for the same kernel, runs there too. The menu's .md is the MyST source:
+opened with the reader environment's jupytext (as JupyterLab's "Open With > Jupytext Notebook" does)
+it must be the same notebook. That the links resolve is tests/site/test_built_site.py's link check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import nbformat
+import pytest
+
+from tools import ROOT
+from tools.built_site import HTML
+
+CHAPTERS = sorted(path.stem for path in (ROOT / "chapters").glob("*.ipynb"))
+MENU = re.compile(r'<div class="dropdown dropdown-download-buttons">(.*?)</ul>', re.DOTALL)
+ENTRY = re.compile(r'<a href="([^"]+)"[^>]*>.*?<span class="btn__text-container">([^<]+)</span>', re.DOTALL)
+
+
+def download_menu(page: str) -> dict[str, str]:
+    """The entries of a built page's download menu: their text (".ipynb", ".md", ...) and address."""
+    menu = MENU.search((HTML / page).read_text(encoding="utf-8"))
+    assert menu, f"{page} has no download menu"
+    return {text.strip(): href for href, text in ENTRY.findall(menu.group(1))}
+
+
+def cells(notebook) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_notebook_download_is_the_zips_notebook_executed_top_to_bottom(fetch, unzipped, chapter):
+    page = f"chapters/{chapter}.html"
+    menu = download_menu(page)
+    assert ".ipynb" in menu, f"the download menu of {page} offers no notebook: {sorted(menu)}"
+    data = fetch(page, menu[".ipynb"])
+    zipped_path = unzipped.folder / "chapters" / f"{chapter}.ipynb"
+    if data == zipped_path.read_bytes():
+        return  # byte for byte the zip's notebook
+    downloaded = nbformat.reads(data.decode("utf-8"), as_version=4)
+    nbformat.validate(downloaded)
+    zipped = nbformat.read(zipped_path, as_version=4)
+    assert cells(downloaded) == cells(zipped), f"the .ipynb of {page} is not the zip's {chapter}.ipynb"
+    assert downloaded.metadata.kernelspec == zipped.metadata.kernelspec
+    code = [cell for cell in downloaded.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), (
+        f"the .ipynb of {page} was not executed top to bottom in one run")
+    errors = [index for index, cell in enumerate(downloaded.cells)
+              if any(output.output_type == "error" for output in cell.get("outputs", []))]
+    assert errors == [], f"cells of the .ipynb of {page} show errors: {errors}"
+
+
+@pytest.fixture(scope="module")
+def sources_as_notebooks(fetch, reader, tmp_path_factory) -> dict[str, list[tuple[str, str]]]:
+    """Each chapter page's .md download, read by the reader environment's jupytext (one process for all)."""
+    folder = tmp_path_factory.mktemp("sources")
+    for chapter in CHAPTERS:
+        page = f"chapters/{chapter}.html"
+        menu = download_menu(page)
+        assert ".md" in menu, f"the download menu of {page} offers no source: {sorted(menu)}"
+        (folder / f"{chapter}.md").write_bytes(fetch(page, menu[".md"]))
+    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source] "
+            "for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
+    paths = [str(folder / f"{chapter}.md") for chapter in CHAPTERS]
+    result = reader.run([str(reader.python), "-c", read, *paths], timeout=120, what="jupytext reading the .md downloads")
+    assert result.returncode == 0, f"jupytext cannot open the .md downloads:\n{result.stderr[-2000:]}"
+    read_cells = json.loads(result.stdout)
+    return {chapter: [tuple(cell) for cell in read_cells[path]] for chapter, path in zip(CHAPTERS, paths)}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_source_download_opens_in_jupytext_as_the_same_notebook(sources_as_notebooks, unzipped, chapter):
+    zipped = nbformat.read(unzipped.folder / "chapters" / f"{chapter}.ipynb", as_version=4)
+    assert sources_as_notebooks[chapter] == cells(zipped), (
+        f"the .md of chapters/{chapter}.html opens as a notebook other than the zip's {chapter}.ipynb")
