@@ -2,7 +2,7 @@
 
 One implementation, imported by every chapter and reused by every exercise check. The core tier
 (what chapters show) is flat: ``validation``, ``softmax``, ``attention``, ``masks``, ``multihead``,
-``positional``, ``recurrent``, ``transformer``, ``plotting``. Companions are grouped by job:
+``positional`` (sinusoidal, rotary, ALiBi), ``recurrent``, ``transformer``, ``plotting``. Companions are grouped by job:
 ``efficient`` (online softmax, tiled and banded attention, the KV cache, the batched fast path),
 ``learning`` (gradients, optimisers, training) and ``checks`` (the homework checks).
 
@@ -28,7 +28,18 @@ from .multihead import (
     multi_head_weights_from_torch,
     split_heads,
 )
-from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
+from .positional import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    rotary_decay_bound,
+    rotary_frequencies,
+    rotary_scores,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+    sinusoidal_shift_matrix,
+    yarn_attention_factor,
+)
 from .recurrent import rnn_forward
 from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
 from .probes import DotProductVariance, dot_product_variance
@@ -59,6 +70,9 @@ __all__ = [
     "EncoderLayerWeights",
     "FeedForwardWeights",
     "MultiHeadWeights",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
     "attention_scores",
     "banded_mask",
     "causal_mask",
@@ -81,6 +95,9 @@ __all__ = [
     "plot_convex_combination",
     "plot_heatmap",
     "relu_weights",
+    "rotary_decay_bound",
+    "rotary_frequencies",
+    "rotary_scores",
     "rnn_forward",
     "scaled_dot_product_attention",
     "self_attention",
@@ -91,4 +108,5 @@ __all__ = [
     "softmax_jacobian",
     "split_heads",
     "transformer_parameter_count",
+    "yarn_attention_factor",
 ]
