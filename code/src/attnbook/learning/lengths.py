@@ -138,9 +138,9 @@ def recency_batch(n_sequences: int, length: int, n_symbols: int = 6, p_signal: f
 
     Examples
     --------
-    >>> tokens, targets = recency_batch(1, 8, seed=3)
+    >>> tokens, targets = recency_batch(1, 8, seed=2)
     >>> tokens.tolist(), targets.tolist()
-    ([[3, 0, 0, 0, 0, 0, 2, 0]], [[3, 3, 3, 3, 3, 3, 2, 2]])
+    ([[6, 0, 1, 2, 0, 0, 0, 1]], [[6, 6, 1, 2, 2, 2, 2, 1]])
     """
     n_sequences = check_positive_int(n_sequences, "n_sequences")
     length = check_positive_int(length, "length")
