@@ -84,3 +84,16 @@ def test_refusals_name_what_is_wrong(call, error, message):
     params = init_length_model(8, 3, 8)
     with pytest.raises(error, match=message):
         call(params)
+
+
+@pytest.mark.parametrize("scheme", POSITION_SCHEMES)
+def test_early_positions_ignore_later_ones_for_short_and_long_products(scheme):
+    # n = 100 takes the einsum path of the forward pass, n = 30 the matmul path: both are causal
+    from attnbook.learning.lengths import forward
+
+    params = init_length_model(8, 3, 100, seed=2)
+    params = params._replace(table=np.random.default_rng(0).standard_normal((100, 8)))
+    tokens, _ = recency_batch(3, 100, n_symbols=3, seed=5)
+    long_logits = forward(params, tokens, scheme, 2).logits  # (3, 100, 4)
+    short_logits = forward(params, tokens[:, :30], scheme, 2).logits  # (3, 30, 4)
+    np.testing.assert_allclose(long_logits[:, :30], short_logits, rtol=1e-12, atol=1e-12)

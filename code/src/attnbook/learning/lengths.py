@@ -217,12 +217,17 @@ def forward(params: LengthModel, tokens: np.ndarray, scheme: str, n_heads: int, 
         theta = rotary_frequencies(d_head) if frequencies is None else frequencies  # (d_head / 2,)
         angles = np.arange(n)[:, None] * theta[None, :]  # (n, d_head / 2)
         q, k = q_factor * rotate(q, angles), q_factor * rotate(k, angles)  # (B, h, n, d_head) each
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_head)  # (B, h, n, n)
+    # At test lengths an (n, d_head) x (d_head, n) product is large enough for OpenBLAS to start threads,
+    # which on a busy machine cost more than they save: einsum (no BLAS) then, @ for training lengths.
+    long = n * n * d_head > 2**15
+    scores = np.einsum("bhid,bhjd->bhij", q, k) if long else q @ np.swapaxes(k, -1, -2)  # (B, h, n, n)
+    scores = scores / np.sqrt(d_head)  # (B, h, n, n)
     if scheme == "alibi":
         distance = np.arange(n)[:, None] - np.arange(n)[None, :]  # (n, n): i - j
         scores = scores - alibi_slopes(n_heads)[:, None, None] * distance  # (B, h, n, n)
     weights = softmax_rows(scores, causal_mask(n))  # (B, h, n, n)
-    merged = from_heads(weights @ v)  # (B, n, d)
+    mixed = np.einsum("bhij,bhjd->bhid", weights, v) if long else weights @ v  # (B, h, n, d_head)
+    merged = from_heads(mixed)  # (B, n, d)
     return _Forward(x, q, k, v, weights, merged, merged @ params.w_o, angles, q_factor)
 
 
@@ -352,8 +357,12 @@ def length_model_accuracy(params: LengthModel, tokens, targets, scheme: str, n_h
         if frequencies.shape != (params.w_q.shape[1] // n_heads // 2,):
             raise ValueError(f"frequencies has shape {frequencies.shape}; expected one per pair of a head's "
                              f"coordinates, ({params.w_q.shape[1] // n_heads // 2},)")
-    logits = forward(params, tokens, scheme, n_heads, frequencies, float(q_factor)).logits  # (B, n, V)
-    hits = logits.argmax(axis=-1) == np.asarray(targets)  # (B, n)
+    # a few sequences at a time: the (chunk, heads, n, n) weights stay small
+    chunk = max(1, 4096 // tokens.shape[1])
+    predicted = np.concatenate([forward(params, tokens[start:start + chunk], scheme, n_heads, frequencies,
+                                        float(q_factor)).logits.argmax(axis=-1)  # (chunk, n)
+                                for start in range(0, tokens.shape[0], chunk)])  # (B, n)
+    hits = predicted == np.asarray(targets)  # (B, n)
     return float(hits[:, positions if positions is not None else slice(None)].mean())
 
 
