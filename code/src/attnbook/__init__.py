@@ -2,7 +2,7 @@
 
 One implementation, imported by every chapter and reused by every exercise check. The core tier
 (what chapters show) is flat: ``validation``, ``softmax``, ``attention``, ``masks``, ``multihead``,
-``positional``, ``recurrent``, ``transformer``, ``modern``, ``plotting``. Companions are grouped by job:
+``positional`` (sinusoidal, rotary, ALiBi), ``recurrent``, ``transformer``, ``modern``, ``plotting``. Companions are grouped by job:
 ``efficient`` (online softmax, tiled and banded attention, the KV cache, the batched fast path),
 ``learning`` (gradients, optimisers, training) and ``checks`` (the homework checks).
 
@@ -37,7 +37,18 @@ from .modern import (
     rms_norm,
     swiglu_feed_forward,
 )
-from .positional import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
+from .positional import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    rotary_decay_bound,
+    rotary_frequencies,
+    rotary_scores,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+    sinusoidal_shift_matrix,
+    yarn_attention_factor,
+)
 from .recurrent import rnn_forward
 from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
 from .probes import DotProductVariance, dot_product_variance
@@ -70,6 +81,9 @@ __all__ = [
     "FeedForwardWeights",
     "MultiHeadWeights",
     "SwiGLUWeights",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
     "attention_scores",
     "banded_mask",
     "causal_mask",
@@ -96,6 +110,9 @@ __all__ = [
     "plot_heatmap",
     "relu_weights",
     "rms_norm",
+    "rotary_decay_bound",
+    "rotary_frequencies",
+    "rotary_scores",
     "rnn_forward",
     "scaled_dot_product_attention",
     "self_attention",
@@ -107,4 +124,5 @@ __all__ = [
     "split_heads",
     "swiglu_feed_forward",
     "transformer_parameter_count",
+    "yarn_attention_factor",
 ]
