@@ -24,19 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.built_site import HTML, serve_site
+from tools.built_site import HTML
 from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
 
 INSTALL_TIMEOUT_S = 900  # a cold pip cache downloads jupyter-book, jupyterlab and their dependencies
 TIMINGS: list[str] = []  # printed in the terminal summary
-
-
-@pytest.fixture(scope="session")
-def site_url():
-    if not (HTML / "index.html").exists():
-        pytest.fail("the site is not built: run `make book` first")
-    with serve_site(HTML) as url:
-        yield url
 
 
 def page_links(page: str) -> list[str]:

@@ -13,16 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tools.built_site import (AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES,
-                              serve_site)
-
-
-@pytest.fixture(scope="session")
-def site_url():
-    if not (HTML / "index.html").exists():
-        pytest.fail("the site is not built: run `make book` first")
-    with serve_site(HTML) as url:
-        yield url
+from tools.built_site import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES
 
 
 @pytest.fixture(scope="session")
