@@ -138,8 +138,12 @@ def _execute_for_the_book(source: str, timeout: int) -> tuple[str, dict | None, 
         # Unix sockets, not TCP: two kernels started at once can be handed the same free port
         kernel = KernelManager(kernel_name=notebook.metadata.get("kernelspec", {}).get("name", "python3"),
                                transport="ipc", ip=str(Path(sockets) / "kernel"))
-        result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
-                                     meta_override=True, km=kernel)
+        try:
+            result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
+                                         meta_override=True, km=kernel)
+        finally:  # nbclient leaves a kernel it was handed running
+            if kernel.has_kernel:
+                kernel.shutdown_kernel(now=True)
     if result.err is not None:
         return source, None, result.time, result.exc_string or repr(result.err)
     return source, nbformat.from_dict(notebook), result.time, ""
@@ -155,8 +159,9 @@ def book_notebooks() -> list[Path]:
 def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tuple[int, float]:
     """Execute, several at once, the notebooks the cache lacks, and store them in it.
 
-    Returns (how many were executed, wall-clock seconds). Raises RuntimeError naming the notebook and
-    the cell when one fails, as the build would.
+    ``jobs`` kernels run at once: by default the environment variable ``ATTNBOOK_JOBS``, else one per CPU.
+    Returns (how many were executed, wall-clock seconds). Raises RuntimeError naming the notebook, with
+    the failing cell and its traceback, when one fails, as the build would.
     """
     sources = book_notebooks() if sources is None else sources
     cache = open_cache()
