@@ -10,6 +10,7 @@
 #                   (UNSAFE_NO_SANDBOX=1 runs them without the sandbox: see exercises/instructor_guide.md)
 #   make bench      print the efficient-attention benchmark figures
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
+#   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, stability too)
 #   make words      print the visible prose of every page (BASE=rev compares with a git revision)
 #   make clean      remove the build and the execution cache
 
@@ -24,7 +25,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: student grade publish bench site-size words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: student grade publish bench site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) -m tools.build_book
@@ -104,6 +105,11 @@ words: $(STAMP)
 site-size: book browser
 	$(PY) benchmarks/site_size.py
 
+# build time per phase from a clean _build (benchmarks/build_times.py): printed figures, not a test
+# PHASES: a comma-separated list of book, pdf, nbval, stability, or all (default book,pdf)
+build-times: $(STAMP) $(VENDOR)
+	$(PY) benchmarks/build_times.py $(if $(PHASES),--phases $(PHASES))
+
 # ---- PDF: the whole book as one PDF through LaTeX (xelatex), _build/latex/attention-computed.pdf ----
 # Debian packages: xelatex and the LaTeX packages Sphinx uses, latexmk, xindy (Sphinx's index with
 # xelatex), FreeFont (Sphinx's default xelatex fonts), Noto CJK + xeCJK (the glossary's Chinese
@@ -136,7 +142,7 @@ texlive:
 # The lite kernel's Pyodide lock adds pure-Python wheels (web/lite/kernel-wheels.txt): pip downloads them
 # once, at install time, so that the book build itself downloads nothing.
 LITE_WHEELS := $(VENV)/lite-wheels/.downloaded
-book: $(LITE_WHEELS)
+book build-times: $(LITE_WHEELS)
 $(LITE_WHEELS): web/lite/kernel-wheels.txt | $(STAMP)
 	rm -rf $(VENV)/lite-wheels
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/lite-wheels -r web/lite/kernel-wheels.txt

@@ -7,6 +7,7 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.build_book`` and ``python -m tools.build_pdf``: the website and the PDF;
   ``python -m tools.publish``: both to GitHub Pages;
 * ``python -m tools.execute_notebooks [SOURCE ...]``: the executed .ipynb of each MyST source;
+* ``python -m tools.execution [SOURCE ...]``: execute into the build's cache what it lacks (the builds do it first);
 * ``python -m tools.install_cell [--check]``: the install cell, first code cell of every notebook;
 * ``python -m tools.vendor_assets``: the browser assets (MathJax, the book's CSS and script);
 * ``python -m tools.pyodide_core OUT``: a local Pyodide core for the JupyterLite browser test;

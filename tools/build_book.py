@@ -1,71 +1,76 @@
 """Build the book into _build/html with warnings as errors, and say where it is and how long it took.
 
 jupyter-cache keys its executed outputs on the notebooks' code cells only, so a change in the
-attnbook package would leave stale outputs in the site. This script hashes the package sources
-and clears the execution cache whenever that hash changes.
+attnbook package would leave stale outputs in the site: the cache is cleared whenever the hash of the
+package sources changes (tools/execution.py, :func:`~tools.execution.open_cache`).
 
-It sets ATTNBOOK_STATIC_FIGURES=1 for the build's kernels: the interactive figures then also draw
-the states the website shows without a kernel (attnbook.book.static_widgets). Outside these builds (a
-reader's kernel, nbval, tools/execute_notebooks.py) they do not spend the time.
+Before Sphinx starts, it executes the notebooks the cache lacks, one kernel per core
+(tools/execution.py), with ATTNBOOK_STATIC_FIGURES=1: the interactive figures then also draw the
+states the website shows without a kernel (attnbook.book.static_widgets). Sphinx then finds every
+notebook in the cache, the website and the PDF share that cache, and ``make notebooks`` fills it
+too: a notebook is executed once for all of them. Outside these runs (a reader's kernel, nbval) the
+figures do not spend the time.
+
+Each build prints its phases' times and records them in _build/build-times.json (``make build-times``).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tools import ROOT
+from tools.execution import STATIC_ENV, cached_sources, fill_cache
 
 BUILD = ROOT / "_build"
-CACHE = BUILD / ".jupyter_cache"
-STAMP = BUILD / ".package-hash"
-
-
-def package_hash() -> str:
-    digest = hashlib.sha256()
-    package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]
-    for path in sorted(package_files) + [ROOT / "requirements.txt"]:
-        digest.update(path.relative_to(ROOT).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def clear_stale_execution_cache() -> str:
-    """Clear the execution cache if the package changed since it was filled; return the package hash.
-
-    After a successful build, write the returned hash to STAMP (the cache then matches the package).
-    """
-    current = package_hash()
-    if CACHE.exists() and (not STAMP.exists() or STAMP.read_text() != current):
-        print("the attnbook package changed since the last build: clearing the execution cache")
-        shutil.rmtree(CACHE)
-    return current
+TIMES = BUILD / "build-times.json"
 
 
 def build(options: list[str], product: Path, what: str, after: str) -> int:
-    """Run `jupyter-book build` with `options` and warnings as errors (a stale cache cleared first).
+    """Run `jupyter-book build` with `options` and warnings as errors, every notebook executed first.
 
     `product` is the file the build must leave, `what` names it in the messages, `after` is the line
-    printed under a successful build. On success the package hash is written to STAMP.
+    printed under a successful build.
     """
-    current = clear_stale_execution_cache()
+    start = time.perf_counter()
+    try:
+        executed, execute_seconds = fill_cache()
+    except RuntimeError as failure:
+        print(f"\nthe {what} build FAILED: a notebook failed to execute\n{failure}", file=sys.stderr)
+        return 1
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), *options, "-W", "-n", "--keep-going"]
-    start = time.perf_counter()
-    result = subprocess.run(command, cwd=ROOT, env={**os.environ, "ATTNBOOK_STATIC_FIGURES": "1"})
+    sphinx_start = time.perf_counter()
+    before = cached_sources()
+    result = subprocess.run(command, cwd=ROOT, env={**os.environ, STATIC_ENV: "1"})
+    sphinx_seconds = time.perf_counter() - sphinx_start
     seconds = time.perf_counter() - start
     if result.returncode != 0 or not product.exists():
         print(f"\nthe {what} build FAILED after {seconds:.1f} s (warnings count as errors)", file=sys.stderr)
         return result.returncode or 1
-    STAMP.write_text(current)
+    again = cached_sources() - before
+    if again:  # myst-nb did not find them under the key tools/execution.py stored them by
+        print(f"\nthe {what} build FAILED: Sphinx executed {len(again)} notebook(s) again that tools/execution.py "
+              f"had executed (their cache keys differ): {', '.join(sorted(uri for _, uri in again))}", file=sys.stderr)
+        return 1
+    record_times(what, {"total_s": seconds, "notebooks_executed": executed, "execute_s": execute_seconds,
+                        "sphinx_s": sphinx_seconds})
     print(f"\nThe {what} is built: {product}")
-    print(f"Build time: {seconds:.1f} s. {after}")
+    print(f"Build time: {seconds:.1f} s ({executed} notebook(s) executed in {execute_seconds:.1f} s, "
+          f"then Sphinx {sphinx_seconds:.1f} s). {after}")
     return 0
+
+
+def record_times(what: str, times: dict) -> None:
+    """Keep the latest build's phase times in TIMES, with the machine's load when it finished."""
+    recorded = json.loads(TIMES.read_text(encoding="utf-8")) if TIMES.exists() else {}
+    recorded[what] = {**{k: round(v, 1) if isinstance(v, float) else v for k, v in times.items()},
+                      "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+    TIMES.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
 
 
 def main() -> int:

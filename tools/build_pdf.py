@@ -3,7 +3,8 @@
 Jupyter Book's ``pdflatex`` builder writes the LaTeX sources into _build/latex and runs latexmk
 there; the engine (xelatex), the CJK fonts and the file name come from the ``latex`` settings in
 _config.yml. Sphinx warnings count as errors, as for the website. The notebooks' outputs come from
-the execution cache the website build fills (cleared, as there, when the attnbook package changed).
+the execution cache the website build shares (tools/execution.py): a notebook the website build, or
+``make notebooks``, executed is not executed again (the cache is cleared when the attnbook package changed).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@
     python -m tools.execute_notebooks chapters/x.md   # just these
 
 For each source it reads the .md with jupytext, executes it with nbclient (per-cell timeout, no
-timing metadata, stable cell ids, stream chunks joined), drops the widget state and views (fresh random model ids on every run would make git noise)
+timing metadata, stable cell ids, stream chunks joined) as the book's builds do, with
+``ATTNBOOK_STATIC_FIGURES=1``, and stores that run in the book's execution cache (tools/execution.py):
+the next ``make book`` or ``make pdf`` takes the notebook from there and does not execute it again.
+It then drops the widget state and views (fresh random model ids on every run would make git noise)
 and the precomputed static form of interactive figures (the site builds from the .md), and writes the .ipynb with jupytext
 so the pair stays linked. It prints how long each notebook took. When a cell fails, it names the
 source, the code cell's number and the line of its ``{code-cell}`` fence, e.g.
@@ -16,7 +19,9 @@ source or the metadata the .md controls (tags, alt text, points, ...) differs.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,6 +33,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from tools import ROOT, display_path
+from tools.execution import STATIC_ENV, store_in_cache
 
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
@@ -76,7 +82,11 @@ def cell_location(source: Path, index: int) -> str:
     return f"{place}, code cell {number} (line {notebook.metadata['source_map'][index]})"
 
 
-def execute(source: Path) -> float:
+def execute(source: Path, cache: bool = False) -> float:
+    """Execute ``source`` and write its paired .ipynb; with ``cache``, store the run in the book's cache too.
+
+    Returns the execution's seconds.
+    """
     notebook = jupytext.read(source)
     for index, cell in enumerate(notebook.cells):  # stable ids: jupytext draws random ones
         cell.id = hashlib.sha1(f"{index}:{cell.source}".encode()).hexdigest()[:8]
@@ -92,12 +102,21 @@ def execute(source: Path) -> float:
         store_widget_state=True,  # needed by Output widgets; the state is stripped below
         on_cell_execute=lambda cell, cell_index: running.append(cell_index),
     )
+    saved = os.environ.get(STATIC_ENV)
+    os.environ[STATIC_ENV] = "1"  # the kernel inherits it: the figures draw their website states, as in the book
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
         where = cell_location(source, running[-1]) if running else display_path(source)
         raise NotebookCellFailed(f"{where} failed:\n{error}") from error
+    finally:
+        if saved is None:
+            os.environ.pop(STATIC_ENV, None)
+        else:
+            os.environ[STATIC_ENV] = saved
     seconds = time.perf_counter() - start
+    if cache:
+        store_in_cache(source, copy.deepcopy(notebook), seconds)
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
         cell.metadata.pop("execution", None)
@@ -150,7 +169,7 @@ def main(argv: list[str]) -> int:
     total = 0.0
     for source in sources:
         try:
-            seconds = execute(source)
+            seconds = execute(source, cache=True)
         except NotebookCellFailed as failure:
             print(f"error: {failure}", file=sys.stderr)
             return 1

@@ -1,0 +1,111 @@
+"""Tests of tools/execution.py: one execution of each notebook serves the website, the PDF and
+`make notebooks`, through jupyter-cache entries stored under the key myst-nb looks them up by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from tools import execution
+from tools.execute_notebooks import execute, notebook_sources
+
+NOTEBOOK = """---
+jupytext:
+  formats: md:myst,ipynb
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A small notebook
+
+```{code-cell} ipython3
+:tags: [hide-input]
+
+import os
+value = 6 * 7
+```
+
+Prose between the cells.
+
+```{code-cell} ipython3
+---
+mystnb:
+  image:
+    alt: Nothing is drawn.
+---
+print(value, os.environ.get("ATTNBOOK_STATIC_FIGURES"))
+```
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The execution cache and its package stamp in a temporary folder, never the book's."""
+    monkeypatch.setattr(execution, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(execution, "STAMP", tmp_path / "package-hash")
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "small.md"
+    path.write_text(NOTEBOOK, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("book_source", notebook_sources(), ids=lambda p: p.name)
+def test_jupytext_and_myst_nb_read_the_same_code_cells_from_every_source(book_source: Path):
+    """`make notebooks` runs jupytext's reading; the cache is keyed on myst-nb's: they must agree."""
+    ours = [c.source.strip() for c in execution.read_as_myst_nb(book_source).cells if c.cell_type == "code"]
+    theirs = [c.source.strip() for c in jupytext.read(book_source).cells if c.cell_type == "code"]
+    assert ours == theirs
+
+
+def test_fill_cache_executes_what_is_missing_once_with_the_static_figures_on(cache_dir, source):
+    assert execution.fill_cache([source], jobs=1)[0] == 1
+    cache = execution.open_cache()
+    assert execution.is_cached(cache, execution.read_as_myst_nb(source))
+    _, merged = cache.merge_match_into_notebook(execution.read_as_myst_nb(source))
+    printed = [o["text"] for c in merged.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"]
+    assert printed == ["42 1\n"]  # the kernel ran with ATTNBOOK_STATIC_FIGURES=1, as the book's builds
+    assert execution.fill_cache([source], jobs=1) == (0, 0.0)  # found: not executed again
+    assert len(execution.cached_sources()) == 1
+
+
+def test_a_failing_notebook_fails_the_fill_and_names_the_source(cache_dir, tmp_path):
+    failing = tmp_path / "failing.md"
+    failing.write_text(NOTEBOOK.replace("value = 6 * 7", "raise ValueError('no value')"), encoding="utf-8")
+    with pytest.raises(RuntimeError, match="failing.md failed") as failure:
+        execution.fill_cache([failing], jobs=1)
+    assert "no value" in str(failure.value)
+    assert execution.cached_sources() == set()
+
+
+def test_make_notebooks_stores_its_run_for_the_book(cache_dir, source):
+    """The run that writes the .ipynb is the one the book takes: fill_cache then executes nothing."""
+    execute(source, cache=True)
+    assert execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))
+    assert execution.fill_cache([source], jobs=1) == (0, 0.0)
+    stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    assert [o["text"] for o in stored.cells[-1].outputs] == ["42 1\n"]
+
+
+def test_a_run_of_other_code_cells_is_refused(cache_dir, source):
+    executed = jupytext.read(source)
+    executed.cells[-1].source = "print('something else')"
+    with pytest.raises(ValueError, match="code cells are not those of its source"):
+        execution.store_in_cache(source, executed, 1.0)
+
+
+def test_the_cache_is_cleared_when_the_package_changes(cache_dir, source, monkeypatch):
+    execution.fill_cache([source], jobs=1)
+    monkeypatch.setattr(execution, "package_hash", lambda: "another package")
+    assert not execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))

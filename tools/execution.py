@@ -1,0 +1,209 @@
+"""One execution of every notebook, shared by the website, the PDF and ``make notebooks``.
+
+The book builds its pages from the MyST sources (chapters/*.md, exercises/*.md) and takes their outputs
+from jupyter-cache (``execute_notebooks: cache`` in _config.yml, the cache in _build/.jupyter_cache).
+Left to itself, myst-nb executes each notebook there, one after the other, the first time a build
+reads it. This module fills that cache before Sphinx starts, so that the build finds every notebook
+already executed:
+
+* :func:`fill_cache` executes the notebooks the cache lacks, several at once (one kernel per core),
+  with ``ATTNBOOK_STATIC_FIGURES=1`` (the interactive figures then draw the states the website shows;
+  attnbook.book.static_widgets), and stores each under the key myst-nb looks it up by (its code cells
+  and their metadata, as myst-nb reads the .md). ``make book`` and ``make pdf`` both call it, and they
+  share the cache, so a build of both executes each notebook once.
+* :func:`store_in_cache` stores a notebook executed elsewhere: ``make notebooks``
+  (tools/execute_notebooks.py) executes each notebook once, writes its paired .ipynb from that run and
+  stores the same run here, so the next ``make book`` executes nothing.
+
+Strict nbval (``make test``) and the stability test (tests/stability) re-execute the stored .ipynb on
+purpose: they check that a fresh run reproduces it, so they never read this cache.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from tools import ROOT, display_path
+
+CACHE = ROOT / "_build" / ".jupyter_cache"  # where jupyter-book puts it (execute.cache unset in _config.yml)
+STAMP = ROOT / "_build" / ".package-hash"  # the package hash the cache's notebooks were executed with
+STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # attnbook.book.static_widgets.STATIC_ENV (not imported: no numpy here)
+
+
+def _book_execute_config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def read_as_myst_nb(source: Path) -> nbformat.NotebookNode:
+    """The notebook myst-nb reads from the MyST source ``source``: the cells the cache is keyed on."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    extensions = set(_book_execute_config().get("parse", {}).get("myst_enable_extensions", []))
+    config = MdParserConfig(enable_extensions=extensions)
+    return read_myst_markdown_notebook(source.read_text(encoding="utf-8"), config=config,
+                                       add_source_map=True, path=str(source))
+
+
+def package_hash() -> str:
+    digest = hashlib.sha256()
+    package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]
+    for path in sorted(package_files) + [ROOT / "requirements.txt"]:
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def open_cache():
+    """The execution cache, cleared first if the attnbook package changed since it was filled.
+
+    jupyter-cache keys a notebook on its code cells only: a change in the package would otherwise leave
+    stale outputs in the site. STAMP records the package hash the cache's notebooks were executed with.
+    """
+    from jupyter_cache import get_cache
+
+    current = package_hash()
+    if CACHE.exists() and (not STAMP.exists() or STAMP.read_text() != current):
+        print("the attnbook package changed since the execution cache was filled: clearing it", flush=True)
+        shutil.rmtree(CACHE)
+    STAMP.parent.mkdir(parents=True, exist_ok=True)
+    STAMP.write_text(current)
+    return get_cache(str(CACHE))
+
+
+def is_cached(cache, notebook: nbformat.NotebookNode) -> bool:
+    try:
+        cache.match_cache_notebook(notebook)
+    except KeyError:
+        return False
+    return True
+
+
+def store_in_cache(source: Path, executed: nbformat.NotebookNode, seconds: float) -> None:
+    """Store ``executed`` (a run of ``source``, read by jupytext or myst-nb) as myst-nb's executed ``source``.
+
+    The outputs are moved, code cell by code cell, onto the notebook as myst-nb reads the .md (the cache
+    key); the two readings must agree on every code cell's source.
+    """
+    notebook = read_as_myst_nb(source)
+    theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
+    ours = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    if len(theirs) != len(ours) or any(a.source.strip() != b.source.strip() for a, b in zip(ours, theirs)):
+        raise ValueError(f"{display_path(source)}: the executed notebook's code cells are not those of its source")
+    for cell, run in zip(ours, theirs):
+        cell.outputs = run.outputs
+        cell.execution_count = run.get("execution_count")
+    for key in ("language_info", "widgets"):
+        if key in executed.metadata:
+            notebook.metadata[key] = executed.metadata[key]
+    _cache_bundle(open_cache(), source, notebook, seconds)
+
+
+def cached_sources() -> set[tuple[int, str]]:
+    """(record id, source) of every notebook in the cache: a new id means a new execution was stored."""
+    if not CACHE.exists():
+        return set()
+    from jupyter_cache import get_cache
+
+    return {(record.pk, record.uri) for record in get_cache(str(CACHE)).list_cache_records()}
+
+
+def _cache_bundle(cache, source: Path, notebook: nbformat.NotebookNode, seconds: float) -> None:
+    from jupyter_cache.base import CacheBundleIn
+
+    cache.cache_notebook_bundle(CacheBundleIn(notebook, str(source), data={"execution_seconds": seconds}),
+                                check_validity=False, overwrite=True)
+
+
+def _execute_for_the_book(source: str, timeout: int) -> tuple[str, dict | None, float, str]:
+    """In a worker process: execute ``source`` as myst-nb would; (source, notebook or None, seconds, error)."""
+    from jupyter_cache.executors.utils import single_nb_execution
+    from jupyter_client.manager import KernelManager
+
+    path = Path(source)
+    notebook = read_as_myst_nb(path)
+    os.environ[STATIC_ENV] = "1"  # the kernel inherits this process's environment
+    with tempfile.TemporaryDirectory(prefix="attnbook-kernel-") as sockets:
+        # Unix sockets, not TCP: two kernels started at once can be handed the same free port
+        kernel = KernelManager(kernel_name=notebook.metadata.get("kernelspec", {}).get("name", "python3"),
+                               transport="ipc", ip=str(Path(sockets) / "kernel"))
+        try:
+            result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
+                                         meta_override=True, km=kernel)
+        finally:  # nbclient leaves a kernel it was handed running
+            if kernel.has_kernel:
+                kernel.shutdown_kernel(now=True)
+    if result.err is not None:
+        return source, None, result.time, result.exc_string or repr(result.err)
+    return source, nbformat.from_dict(notebook), result.time, ""
+
+
+def book_notebooks() -> list[Path]:
+    """The notebook sources the book executes: every paired MyST notebook (tools/execute_notebooks.py)."""
+    from tools.execute_notebooks import notebook_sources
+
+    return notebook_sources()
+
+
+def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tuple[int, float]:
+    """Execute, several at once, the notebooks the cache lacks, and store them in it.
+
+    ``jobs`` kernels run at once: by default the environment variable ``ATTNBOOK_JOBS``, else one per CPU.
+    Returns (how many were executed, wall-clock seconds). Raises RuntimeError naming the notebook, with
+    the failing cell and its traceback, when one fails, as the build would.
+    """
+    sources = book_notebooks() if sources is None else sources
+    cache = open_cache()
+    todo = [source for source in sources if not is_cached(cache, read_as_myst_nb(source))]
+    if not todo:
+        return 0, 0.0
+    # the longest first (the largest stored notebook draws the most), so the last one to start is short
+    todo.sort(key=lambda s: s.with_suffix(".ipynb").stat().st_size if s.with_suffix(".ipynb").exists() else 0,
+              reverse=True)
+    jobs = max(1, min(len(todo), jobs or int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1))
+    timeout = int(_book_execute_config().get("execute", {}).get("timeout", 120))
+    print(f"executing {len(todo)} notebook(s) for the book, {jobs} at a time (jupyter-cache: {display_path(CACHE)})",
+          flush=True)
+    start = time.perf_counter()
+    failures = []
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(_execute_for_the_book, str(source), timeout) for source in todo]
+        for future in concurrent.futures.as_completed(futures):
+            source, notebook, seconds, error = future.result()
+            if notebook is None:
+                failures.append(f"{display_path(Path(source))} failed after {seconds:.1f} s:\n{error}")
+                print(f"FAILED {display_path(Path(source))}", flush=True)
+                continue
+            _cache_bundle(cache, Path(source), notebook, seconds)
+            print(f"executed {display_path(Path(source))} in {seconds:.1f} s", flush=True)
+    wall = time.perf_counter() - start
+    if failures:
+        raise RuntimeError("\n\n".join(failures))
+    return len(todo), wall
+
+
+def main(argv: list[str]) -> int:
+    sources = [Path(a).resolve() for a in argv] or None
+    try:
+        count, seconds = fill_cache(sources)
+    except RuntimeError as failure:
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
+    print(f"{count} notebook(s) executed in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
