@@ -30,6 +30,7 @@ __all__ = [
     "check_cache_layout",
     "check_one_token",
     "check_bool",
+    "check_causal",
     "check_scale",
     "check_heads",
     "check_kv_heads",
@@ -453,6 +454,36 @@ def check_bool(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_causal(causal, n_q: int, n_k: int) -> bool:
+    """Return ``causal`` as a bool; when it is True, refuse fewer keys than queries.
+
+    Parameters
+    ----------
+    causal : bool
+        Whether the causal mask applies (query ``i`` sees keys ``j <= i + n_k - n_q``).
+    n_q, n_k : int
+        Numbers of queries and keys.
+
+    Returns
+    -------
+    bool
+        ``causal``.
+
+    Examples
+    --------
+    >>> check_causal(True, 2, 3)
+    True
+    >>> check_causal(True, 3, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_k=2 is smaller than n_q=3; a causal mask needs at least as many keys as queries
+    """
+    causal = check_bool(causal, "causal")
+    if causal and n_k < n_q:
+        raise ValueError(f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries")
+    return causal
 
 
 def check_scale(scale, d_k: int) -> float:
