@@ -1,4 +1,7 @@
-"""Shared test setup: a headless matplotlib backend and a reproducible hypothesis profile."""
+"""Shared test setup: a headless matplotlib backend, a reproducible hypothesis profile, and the ``torch``
+marker of the tests that compare with PyTorch."""
+
+import os
 
 import matplotlib
 
@@ -12,6 +15,25 @@ from hypothesis import settings  # noqa: E402
 # derandomize: the same examples on every run and machine; deadline=None: timing never fails a test.
 settings.register_profile("attnbook", deadline=None, derandomize=True, database=None)
 settings.load_profile("attnbook")
+
+TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "torch: compares with PyTorch; skipped without it, failed without it in CI")
+
+
+def pytest_runtest_setup(item):
+    """Skip a test marked ``torch`` when PyTorch is missing (it is optional for readers), except in CI
+    (CI=true), where the missing reference is a failure."""
+    if item.get_closest_marker("torch") is None:
+        return
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {TORCH_MISSING}", pytrace=False)
+        pytest.skip(TORCH_MISSING)
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ is optional for readers: without it the PyTorch tests are skipped, except in CI 
 """
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -18,19 +17,8 @@ from attnbook.multihead import merge_heads, split_heads
 try:
     import torch
     import torch.nn.functional as F
-except ImportError:  # torch is optional for readers; CI must have it
+except ImportError:  # torch is optional for readers; CI must have it (the torch marker, conftest.py)
     torch = None
-
-IN_CI = os.environ.get("CI") == "true"
-MISSING = ("PyTorch is not installed; install the CPU build with `pip install torch==2.13.0` "
-           "to compare grouped-query attention with torch's scaled_dot_product_attention")
-
-
-def require_torch():
-    if torch is None:
-        if IN_CI:
-            pytest.fail(f"CI=true but {MISSING}", pytrace=False)
-        pytest.skip(MISSING)
 
 
 def repeated(weights, n_heads, n_kv_heads):
@@ -129,8 +117,8 @@ def test_attention_refuses_weights_made_for_another_number_of_key_value_heads():
 
 @pytest.mark.parametrize("n_heads, n_kv_heads", [(8, 1), (8, 2), (8, 4), (8, 8)])
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.torch
 def test_grouped_query_attention_matches_torch_sdpa_with_enable_gqa(n_heads, n_kv_heads, causal):
-    require_torch()
     d_model, n = 32, 6
     w = random_biases(init_multi_head_weights(d_model, seed=7, n_heads=n_heads, n_kv_heads=n_kv_heads), 8)
     x = np.random.default_rng(9).standard_normal((2, n, d_model))  # (batch, n, d_model)
@@ -143,8 +131,8 @@ def test_grouped_query_attention_matches_torch_sdpa_with_enable_gqa(n_heads, n_k
     np.testing.assert_allclose(ours.output, merge_heads(heads) @ w.w_o + w.b_o, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.torch
 def test_torch_enable_gqa_pairs_query_head_i_with_key_head_i_over_the_group_size():
-    require_torch()
     rng = np.random.default_rng(10)
     q = rng.standard_normal((1, 4, 3, 2))  # (batch, h, n, d_head)
     k, v = rng.standard_normal((2, 1, 2, 3, 2))  # (batch, n_kv, n, d_head) each

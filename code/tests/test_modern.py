@@ -3,7 +3,6 @@
 PyTorch is optional for readers: without it the PyTorch tests are skipped, except in CI (CI=true).
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -22,24 +21,13 @@ from attnbook.modern import (
 
 try:
     import torch
-except ImportError:  # torch is optional for readers; CI must have it
+except ImportError:  # torch is optional for readers; CI must have it (the torch marker, conftest.py)
     torch = None
-
-IN_CI = os.environ.get("CI") == "true"
-MISSING = ("PyTorch is not installed; install the CPU build with `pip install torch==2.13.0` "
-           "to compare RMSNorm and SwiGLU with PyTorch")
-
-
-def require_torch():
-    if torch is None:
-        if IN_CI:
-            pytest.fail(f"CI=true but {MISSING}", pytrace=False)
-        pytest.skip(MISSING)
 
 
 @pytest.mark.parametrize("eps", [1e-6, 1e-5, 0.0])
+@pytest.mark.torch
 def test_rms_norm_matches_torch_rmsnorm(eps):
-    require_torch()
     rng = np.random.default_rng(0)
     x, gamma = rng.normal(2.0, 3.0, (3, 5, 16)), rng.standard_normal(16)  # (batch, n, d), (d,)
     layer = torch.nn.RMSNorm(16, eps=eps, dtype=torch.float64)
@@ -49,8 +37,8 @@ def test_rms_norm_matches_torch_rmsnorm(eps):
     np.testing.assert_allclose(rms_norm(x, gamma, eps=eps), theirs, rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.torch
 def test_rms_norm_in_float32_matches_torch_with_its_default_eps():
-    require_torch()
     x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)  # (n, d)
     theirs = torch.nn.RMSNorm(8)(torch.from_numpy(x)).detach().numpy()  # eps: the float32 machine epsilon
     ours = rms_norm(x, np.ones(8, dtype=np.float32), eps=float(np.finfo(np.float32).eps))
@@ -74,8 +62,8 @@ def test_rms_norm_refuses_a_gain_or_eps_that_does_not_fit():
         rms_norm(np.ones((2, 4)), eps=-1)
 
 
+@pytest.mark.torch
 def test_swiglu_matches_a_torch_implementation():
-    require_torch()
     ff = init_swiglu_feed_forward(8, 12, seed=3)
     x = np.random.default_rng(4).standard_normal((2, 5, 8))  # (batch, n, d_model)
     gate = torch.nn.Linear(8, 12, bias=False, dtype=torch.float64)

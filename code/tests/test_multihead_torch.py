@@ -15,8 +15,6 @@ Conventions that differ between the two (each is exercised below):
   this package always returns them per head, ``(batch, heads, n_q, n_k)``.
 """
 
-import os
-
 import numpy as np
 import pytest
 
@@ -32,26 +30,15 @@ from attnbook import (
 
 try:
     import torch
-except ImportError:  # torch is optional for readers; CI must have it (see require_torch)
+except ImportError:  # torch is optional for readers; CI must have it (the torch marker, conftest.py)
     torch = None
 
-IN_CI = os.environ.get("CI") == "true"
-MISSING = ("PyTorch is not installed; install the CPU build with `pip install torch==2.13.0` "
-           "to compare attnbook.multi_head_attention with torch.nn.MultiheadAttention")
-
-
-def require_torch():
-    """Skip the calling test without torch, except in CI, where the missing reference is a failure."""
-    if torch is None:
-        if IN_CI:
-            pytest.fail(f"CI=true but {MISSING}", pytrace=False)
-        pytest.skip(MISSING)
+pytestmark = pytest.mark.torch  # every test compares with torch.nn.MultiheadAttention
 
 
 def torch_layer(d_model=512, n_heads=8, seed=0, dtype=None, random_biases=True):  # dtype: "float64" or None
     """A seeded nn.MultiheadAttention in eval mode (no dropout); torch initialises the biases to 0,
     so random ones are drawn to make sure the conversion places them correctly. Every test starts here."""
-    require_torch()
     torch.manual_seed(seed)
     layer = torch.nn.MultiheadAttention(embed_dim=d_model, num_heads=n_heads, batch_first=True)
     if dtype is not None:

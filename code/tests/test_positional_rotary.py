@@ -7,7 +7,6 @@ paper's values and its official code's rule for head counts that are not powers 
 """
 
 import math
-import os
 
 import hypothesis.strategies as st
 import numpy as np
@@ -28,19 +27,10 @@ from attnbook.positional import (
 
 try:
     import torch
-except ImportError:  # torch is optional for readers; CI must have it
+except ImportError:  # torch is optional for readers; CI must have it (the torch marker, conftest.py)
     torch = None
 
 HALF_WIDTHS = st.integers(1, 16)  # d_head = 2, 4, ..., 32
-
-
-def require_torch():
-    """Skip without torch, except in CI, where the missing reference is a failure."""
-    if torch is None:
-        message = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {message}", pytrace=False)
-        pytest.skip(message)
 
 
 def complex_rope(x, positions, theta):
@@ -101,8 +91,8 @@ def test_apply_rotary_is_the_book_shift_matrix_transposed():
 
 
 @pytest.mark.parametrize("scaling", ["none", "interpolation", "ntk", "yarn"])
+@pytest.mark.torch
 def test_apply_rotary_equals_a_pytorch_implementation(scaling):
-    require_torch()
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 4, 33, 16))  # (batch, heads, n, d_head)
     factor = 1.0 if scaling == "none" else 4.0
@@ -244,8 +234,8 @@ def test_alibi_bias_is_minus_slope_times_distance():
                 assert bias[h, i, j] == -m * abs(i - j)
 
 
+@pytest.mark.torch
 def test_alibi_bias_through_torch_sdpa_equals_the_package_softmax():
-    require_torch()
     from attnbook import causal_mask, softmax
 
     rng = np.random.default_rng(5)

@@ -27,7 +27,10 @@ __all__ = [
     "broadcast_batch_shapes",
     "check_positive_int",
     "check_shape",
+    "check_cache_layout",
+    "check_one_token",
     "check_bool",
+    "check_causal",
     "check_scale",
     "check_heads",
     "check_kv_heads",
@@ -358,6 +361,67 @@ def check_shape(shape, name: str) -> tuple[int, ...]:
     return tuple(check_positive_int(size, f"{name}[{i}]", minimum=0) for i, size in enumerate(sizes))
 
 
+def check_cache_layout(d_k, d_v, batch_shape, dtype) -> tuple[int, int, tuple[int, ...], np.dtype]:
+    """Return the widths, leading shape and float type of a key-value cache's buffers, checked.
+
+    Parameters
+    ----------
+    d_k, d_v : int
+        Widths of a key and of a value (positive).
+    batch_shape : tuple of int
+        Leading (batch, head) shape of every key and value.
+    dtype : numpy float dtype
+        Type of the buffers.
+
+    Returns
+    -------
+    tuple
+        ``(d_k, d_v, batch_shape, dtype)`` as ``int``, ``int``, a tuple of ``int`` and an ``np.dtype``.
+
+    Examples
+    --------
+    >>> check_cache_layout(2, 3, [4], "float32")
+    (2, 3, (4,), dtype('float32'))
+    >>> check_cache_layout(2, 3, (), np.int64)
+    Traceback (most recent call last):
+    ...
+    TypeError: dtype must be a floating-point type, got int64
+    """
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = check_positive_int(d_v, "d_v")
+    batch_shape = check_shape(batch_shape, "batch_shape")
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+    return d_k, d_v, batch_shape, dtype
+
+
+def check_one_token(k_new: np.ndarray, v_new: np.ndarray, batch_shape: tuple[int, ...], d_k: int, d_v: int) -> None:
+    """Raise unless ``k_new`` is ``(*batch_shape, 1, d_k)`` and ``v_new`` ``(*batch_shape, 1, d_v)``: one token.
+
+    Parameters
+    ----------
+    k_new, v_new : ndarray
+        The key and value of the token a cache is given.
+    batch_shape : tuple of int
+        The cache's leading (batch, head) shape.
+    d_k, d_v : int
+        The cache's widths of a key and of a value.
+
+    Examples
+    --------
+    >>> check_one_token(np.ones((1, 2)), np.ones((1, 3)), (), 2, 3)
+    >>> check_one_token(np.ones((2, 2)), np.ones((1, 3)), (), 2, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: k_new has shape (2, 2); expected (1, 2) (one token)
+    """
+    for name, array, width in (("k_new", k_new, d_k), ("v_new", v_new, d_v)):
+        expected = batch_shape + (1, width)
+        if array.shape != expected:
+            raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+
+
 def check_bool(value, name: str) -> bool:
     """Return ``value`` as a Python bool if it is ``True`` or ``False`` (``np.bool_`` included).
 
@@ -390,6 +454,36 @@ def check_bool(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def check_causal(causal, n_q: int, n_k: int) -> bool:
+    """Return ``causal`` as a bool; when it is True, refuse fewer keys than queries.
+
+    Parameters
+    ----------
+    causal : bool
+        Whether the causal mask applies (query ``i`` sees keys ``j <= i + n_k - n_q``).
+    n_q, n_k : int
+        Numbers of queries and keys.
+
+    Returns
+    -------
+    bool
+        ``causal``.
+
+    Examples
+    --------
+    >>> check_causal(True, 2, 3)
+    True
+    >>> check_causal(True, 3, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_k=2 is smaller than n_q=3; a causal mask needs at least as many keys as queries
+    """
+    causal = check_bool(causal, "causal")
+    if causal and n_k < n_q:
+        raise ValueError(f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries")
+    return causal
 
 
 def check_scale(scale, d_k: int) -> float:

@@ -35,9 +35,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..learning.gradients import AttentionGradients
-from ..validation import as_float_array, check_attention_inputs, check_bool, check_positive_int
+from ..validation import as_float_array, check_attention_inputs, check_causal, check_positive_int
 from .online_softmax import finish, fold, start_state
-from .tiled import SKIPPED, tile_plan
+from .tiled import SKIPPED, causal_tile, tile_plan
 
 __all__ = [
     "FlashForward",
@@ -326,19 +326,11 @@ def _checked(q, k, v, scale, causal, block_q, block_k):
     q, k, v, _, factor = check_attention_inputs(q, k, v, None, scale)  # at least float32
     block_q = check_positive_int(block_q, "block_q")
     block_k = check_positive_int(block_k, "block_k")
-    causal = check_bool(causal, "causal")
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    if causal and n_k < n_q:
-        raise ValueError(f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries")
+    causal = check_causal(causal, q.shape[-2], k.shape[-2])
     if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         raise ValueError(f"q, k and v have the leading shapes {q.shape[:-2]}, {k.shape[:-2]} and {v.shape[:-2]}; "
                          "flash_forward and flash_backward need the same (batch, head) shape for all three")
     return q, k, v, factor, causal, block_q, block_k
-
-
-def _tile_mask(rows: slice, cols: slice, offset: int) -> np.ndarray:
-    """Causal mask of one tile: query i sees key j when j <= i + offset (offset = n_k - n_q)."""
-    return np.arange(cols.start, cols.stop)[None, :] <= np.arange(rows.start, rows.stop)[:, None] + offset
 
 
 def _blocks(n: int, size: int):
@@ -404,7 +396,7 @@ def forward(q, k, v, factor, causal, block_q, block_k) -> FlashForward:
             if _skipped(rows, cols, offset, causal):
                 continue
             scores = q_block @ np.swapaxes(k[..., cols, :], -1, -2)  # (..., block_q, block_k)
-            allowed = _tile_mask(rows, cols, offset) if causal else None  # (block_q, block_k)
+            allowed = causal_tile(rows, cols, offset) if causal else None  # (block_q, block_k)
             state = fold(state, scores, v[..., cols, :], allowed)
         output[..., rows, :] = finish(state)  # (..., block_q, d_v)
         with np.errstate(divide="ignore"):  # l = 0 (no allowed key) gives L = -inf
@@ -486,7 +478,7 @@ def backward(q, k, v, out, lse, g, factor, causal, block_q, block_k) -> Attentio
             scores = scale * (q[..., rows, :] @ np.swapaxes(k_block, -1, -2))  # (..., block_q, block_k)
             p = np.exp(scores - shift[..., rows, :])  # (..., block_q, block_k): recomputed weights
             if causal:
-                p = np.where(_tile_mask(rows, cols, offset), p, 0.0)  # (..., block_q, block_k)
+                p = np.where(causal_tile(rows, cols, offset), p, 0.0)  # (..., block_q, block_k)
             g_block = g[..., rows, :]  # (..., block_q, d_v)
             dv[..., cols, :] += np.swapaxes(p, -1, -2) @ g_block  # (..., block_k, d_v): P^T dO
             dp = g_block @ np.swapaxes(v_block, -1, -2)  # (..., block_q, block_k): dO V^T

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..attention import attend, project
-from ..validation import as_float_array, check_positive_int, check_projections, check_shape
+from ..validation import as_float_array, check_cache_layout, check_one_token, check_positive_int, check_projections
 
 __all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_step"]
 
@@ -84,12 +84,7 @@ class KVCache:
 
     def __init__(self, capacity: int, d_k: int, d_v: int, batch_shape=(), dtype=np.float64):
         capacity = check_positive_int(capacity, "capacity")
-        d_k = check_positive_int(d_k, "d_k")
-        d_v = check_positive_int(d_v, "d_v")
-        self.batch_shape = check_shape(batch_shape, "batch_shape")
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+        d_k, d_v, self.batch_shape, dtype = check_cache_layout(d_k, d_v, batch_shape, dtype)
         self._keys = np.zeros(self.batch_shape + (capacity, d_k), dtype=dtype)  # (..., capacity, d_k)
         self._values = np.zeros(self.batch_shape + (capacity, d_v), dtype=dtype)  # (..., capacity, d_v)
         self.capacity = capacity
@@ -114,10 +109,7 @@ class KVCache:
         """
         k_new = as_float_array(k_new, "k_new")  # (..., 1, d_k)
         v_new = as_float_array(v_new, "v_new")  # (..., 1, d_v)
-        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
-            expected = self.batch_shape + (1, buffer.shape[-1])
-            if array.shape != expected:
-                raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+        check_one_token(k_new, v_new, self.batch_shape, self._keys.shape[-1], self._values.shape[-1])
         self.write(k_new, v_new)
 
     def write(self, k_new: np.ndarray, v_new: np.ndarray) -> None:

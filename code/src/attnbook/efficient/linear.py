@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import as_float_array, broadcast_batch_shapes, check_bool, check_min_ndim, check_qkv
+from ..validation import as_float_array, broadcast_batch_shapes, check_causal, check_min_ndim, check_qkv
 
 __all__ = [
     "LinearRecurrence",
@@ -137,10 +137,7 @@ def linear_attention_weights(q, k, *, causal: bool = False) -> np.ndarray:
      [0.3333 0.6667]]
     """
     q, k = _checked(q, k)
-    causal = check_bool(causal, "causal")
-    if causal and k.shape[-2] < q.shape[-2]:
-        raise ValueError(f"n_k={k.shape[-2]} is smaller than n_q={q.shape[-2]}; a causal mask needs at least "
-                         "as many keys as queries")
+    causal = check_causal(causal, q.shape[-2], k.shape[-2])
     return weigh(q, k, causal)
 
 
@@ -188,10 +185,7 @@ def linear_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
     [[1.]]
     """
     q, k, v = _checked(q, k, v)
-    causal = check_bool(causal, "causal")
-    if causal and k.shape[-2] < q.shape[-2]:
-        raise ValueError(f"n_k={k.shape[-2]} is smaller than n_q={q.shape[-2]}; a causal mask needs at least "
-                         "as many keys as queries")
+    causal = check_causal(causal, q.shape[-2], k.shape[-2])
     if causal:
         return weigh(q, k, True) @ v  # (..., n_q, d_v)
     phi_q, phi_k = features(q), features(k)  # (..., n_q, d_k), (..., n_k, d_k)

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..attention import attend
-from ..validation import check_attention_inputs, check_positive_int, check_shape
+from ..validation import check_attention_inputs, check_cache_layout, check_one_token, check_positive_int
 
 __all__ = ["SinkCache", "StreamResult", "sink_inputs", "sink_window_mask", "stream_attention"]
 
@@ -114,12 +114,7 @@ class SinkCache:
     def __init__(self, window: int, sinks: int, d_k: int, d_v: int, batch_shape=(), dtype=np.float64):
         self.window = check_positive_int(window, "window", minimum=0)
         self.sinks = check_positive_int(sinks, "sinks", minimum=0)
-        d_k = check_positive_int(d_k, "d_k")
-        d_v = check_positive_int(d_v, "d_v")
-        self.batch_shape = check_shape(batch_shape, "batch_shape")
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+        d_k, d_v, self.batch_shape, dtype = check_cache_layout(d_k, d_v, batch_shape, dtype)
         slots = self.sinks + self.window + 1
         self._keys = np.zeros(self.batch_shape + (slots, d_k), dtype=dtype)  # (..., slots, d_k)
         self._values = np.zeros(self.batch_shape + (slots, d_v), dtype=dtype)  # (..., slots, d_v)
@@ -154,10 +149,7 @@ class SinkCache:
         """Store the key ``(..., 1, d_k)`` and value ``(..., 1, d_v)`` of the next token, evicting if full."""
         k_new = np.asarray(k_new, dtype=self._keys.dtype)  # (..., 1, d_k)
         v_new = np.asarray(v_new, dtype=self._values.dtype)  # (..., 1, d_v)
-        for name, array, buffer in (("k_new", k_new, self._keys), ("v_new", v_new, self._values)):
-            expected = self.batch_shape + (1, buffer.shape[-1])
-            if array.shape != expected:
-                raise ValueError(f"{name} has shape {array.shape}; expected {expected} (one token)")
+        check_one_token(k_new, v_new, self.batch_shape, self._keys.shape[-1], self._values.shape[-1])
         self.write(k_new, v_new)
 
     def write(self, k_new: np.ndarray, v_new: np.ndarray) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_attention_inputs, check_bool, check_mask, check_positive_int, overflow_error
+from ..validation import check_attention_inputs, check_causal, check_mask, check_positive_int, overflow_error
 from .online_softmax import OnlineSoftmaxState, finish, fold, start_state
 
 __all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]
@@ -42,8 +42,12 @@ def _mask_tile(mask: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
     return mask[..., rows, cols]  # (..., block_q | 1, block_k | 1)
 
 
-def _causal_tile(rows: slice, cols: slice, offset: int) -> np.ndarray:
-    """Causal mask of one tile: query i sees key j when j <= i + offset (offset = n_k - n_q)."""
+def causal_tile(rows: slice, cols: slice, offset: int) -> np.ndarray:
+    """Unchecked kernel: the causal mask of one tile, query i sees key j when j <= i + offset (offset = n_k - n_q).
+
+    >>> causal_tile(slice(0, 2), slice(1, 3), 0).astype(int).tolist()
+    [[0, 0], [1, 0]]
+    """
     query_pos = np.arange(rows.start, rows.stop)[:, None] + offset  # (block_q, 1)
     key_pos = np.arange(cols.start, cols.stop)[None, :]  # (1, block_k)
     return key_pos <= query_pos  # (block_q, block_k)
@@ -52,12 +56,7 @@ def _causal_tile(rows: slice, cols: slice, offset: int) -> np.ndarray:
 def _checked_blocks(n_q: int, n_k: int, block_q, block_k, causal) -> tuple[int, int, bool]:
     block_q = check_positive_int(block_q, "block_q")
     block_k = check_positive_int(block_k, "block_k")
-    causal = check_bool(causal, "causal")
-    if causal and n_k < n_q:
-        raise ValueError(
-            f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries"
-        )
-    return block_q, block_k, causal
+    return block_q, block_k, check_causal(causal, n_q, n_k)
 
 
 def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) -> np.ndarray:
@@ -77,7 +76,7 @@ def _plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, mask) ->
             if mask is not None:
                 tile = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
                 if causal and plan[a, b] == PARTIAL:
-                    tile = tile & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
+                    tile = tile & causal_tile(rows, cols, offset)  # (..., block_q, block_k)
                 if not tile.any():
                     plan[a, b] = SKIPPED
                 elif not tile.all():
@@ -192,7 +191,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
                     if mask is not None:
                         allowed = _mask_tile(mask, rows, cols)  # (..., block_q | 1, block_k | 1)
                     if causal:
-                        allowed = allowed & _causal_tile(rows, cols, offset)  # (..., block_q, block_k)
+                        allowed = allowed & causal_tile(rows, cols, offset)  # (..., block_q, block_k)
                 state = fold(state, scores, v[..., cols, :], allowed)  # scores is overwritten
         _refuse_overflow(state, v, rows, n_k, offset, causal, mask)
         output[..., rows, :] = finish(state)  # (..., block_q, d_v)
@@ -214,7 +213,7 @@ def _refuse_overflow(state: OnlineSoftmaxState, v: np.ndarray, rows: slice, n_k:
             if mask is not None:
                 allowed = allowed & _mask_tile(mask, rows, every)  # (..., block_q, n_k)
             if causal:
-                allowed = allowed & _causal_tile(rows, every, offset)  # (..., block_q, n_k)
+                allowed = allowed & causal_tile(rows, every, offset)  # (..., block_q, n_k)
             lost = lost | (np.isneginf(m) & allowed.any(axis=-1, keepdims=True))  # (..., block_q, 1)
         if np.any(lost):
             raise overflow_error(m.dtype)
