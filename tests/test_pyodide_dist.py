@@ -25,7 +25,7 @@ def release(tmp_path):
     for name in pyodide_dist.CORE_FILES:
         (npm / name).write_bytes(f"core {name}".encode())
     files = {"numpy-1.0-wasm32.whl": b"numpy bytes", "micropip-1.0.whl": b"micropip", "packaging-1.0.whl": b"pkg",
-             "jedi-1.0.whl": b"jedi", "ipython-1.0.whl": b"ipython", "matplotlib-1.0-wasm32.whl": b"mpl",
+             "jedi-1.0.whl": b"jedi", "ipython-1.0.whl": b"ipython", "ssl-1.0.whl": b"ssl", "matplotlib-1.0-wasm32.whl": b"mpl",
              "scipy-1.0-wasm32.whl": b"scipy"}
     packages = {
         "numpy": _package("numpy", "numpy-1.0-wasm32.whl", files["numpy-1.0-wasm32.whl"]),
@@ -33,6 +33,7 @@ def release(tmp_path):
         "packaging": _package("packaging", "packaging-1.0.whl", b"pkg"),
         "jedi": _package("jedi", "jedi-1.0.whl", b"jedi"),
         "ipython": _package("ipython", "ipython-1.0.whl", b"ipython"),
+        "ssl": _package("ssl", "ssl-1.0.whl", b"ssl"),
         "matplotlib": _package("matplotlib", "matplotlib-1.0-wasm32.whl", b"mpl", ["numpy"]),
         "scipy": _package("scipy", "scipy-1.0-wasm32.whl", b"scipy", ["numpy"]),
     }

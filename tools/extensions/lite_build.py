@@ -39,11 +39,13 @@ from tools import pyodide_dist
 
 LITE_DIR = "lite"  # jupyterlite-sphinx's output folder inside the HTML output
 PYODIDE_DIR = "static/pyodide"  # inside LITE_DIR: Pyodide and its lock; see web/lite/jupyter-lite.json
+DOIT_DB = ".jupyterlite.doit.db"  # where `jupyter lite build` (run in the source folder) records its steps
 LITE_APP = "notebooks/index.html"  # the Jupyter Notebook interface of the lite site
 KERNEL_WHEELS = Path(".venv/lite-wheels")  # downloaded by `make book` from web/lite/kernel-wheels.txt
 KERNEL_WHEEL_LIST = Path("web/lite/kernel-wheels.txt")
 # built into wheels for the lite lock: the book's package, and stand-ins for what Pyodide cannot install
 LOCAL_PROJECTS = [Path("code"), Path("web/lite/shims")]
+SHIMS = "attnbook-lite-shims"  # the distribution name of web/lite/shims
 SOURCE_DATE_EPOCH = "1767225600"  # 2026-01-01: wheel member timestamps
 # what jupyterlite-sphinx adds to every page, for its directives (notebooklite, try_examples, ...)
 UNUSED_PAGE_ASSETS = ("https://fonts.googleapis.com/css?family=Vibur", "jupyterlite_sphinx.css", "jupyterlite_sphinx.js")
@@ -107,6 +109,10 @@ def lite_lock(pyodide_lock: dict, wheels: list[Path]) -> dict:
     for wheel in wheels:
         entry = wheel_entry(wheel, known)
         lock["packages"][entry["name"]] = entry
+    # attnbook.book.prose imports myst_nb inside glue_number, where the kernel's loadPackagesFromImports
+    # (which reads only a cell's own imports) does not see it: loading attnbook loads the stand-in too
+    if {"attnbook", SHIMS} <= set(lock["packages"]):
+        lock["packages"]["attnbook"]["depends"].append(SHIMS)
     return lock
 
 
@@ -168,7 +174,19 @@ def drop_unused_lite_assets(app, pagename, templatename, context, doctree) -> No
             context[key] = [asset for asset in context[key] if not _is_unused_lite_asset(asset)]
 
 
+def start_lite_build_afresh(app) -> None:
+    """Remove what an earlier lite build left: `jupyter lite build` (doit) records in DOIT_DB which of its
+    steps are done, and skips them next time even when their output is gone (after `make clean`, the
+    lite site then lacked the settings of web/lite/jupyter-lite.json); and it lists in the site every
+    extension folder it finds in its output, stale ones included."""
+    if app.builder.format != "html":
+        return
+    (Path(app.srcdir) / DOIT_DB).unlink(missing_ok=True)
+    shutil.rmtree(Path(app.outdir) / LITE_DIR, ignore_errors=True)
+
+
 def setup(app):
+    app.connect("builder-inited", start_lite_build_afresh)
     app.connect("html-page-context", drop_unused_lite_assets, priority=600)
     app.connect("html-page-context", add_lite_launch_button, priority=600)  # after the theme's (501)
     app.connect("build-finished", write_lite_pyodide, priority=600)  # after jupyterlite-sphinx's (500)
