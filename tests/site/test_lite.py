@@ -208,7 +208,7 @@ _FIRST_CONTROL = """index => {
     const where = max > min && (now - min) / (max - min) > 0.5 ? 0.15 : 0.85;
     return {kind: 'slider', element: handle.closest('.noUi-base') || handle.parentElement, where};
   }
-  const button = node.querySelector('.jp-OutputArea button.jupyter-button');
+  const button = node.querySelector('.jp-OutputArea button.jupyter-button:not(.mod-active)');  // not the chosen one
   return button ? {kind: 'button', element: button, where: 0.5} : null;
 }"""
 
