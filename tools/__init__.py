@@ -10,7 +10,7 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.execution [SOURCE ...]``: execute into the build's cache what it lacks (the builds do it first);
 * ``python -m tools.install_cell [--check]``: the install cell, first code cell of every notebook;
 * ``python -m tools.vendor_assets``: the browser assets (MathJax, the book's CSS and script);
-* ``python -m tools.pyodide_core OUT``: a local Pyodide core for the JupyterLite browser test;
+* ``python -m tools.pyodide_dist OUT``: the verified Pyodide distribution the JupyterLite site hosts;
 * ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`);
 * ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``).
 

@@ -6,11 +6,11 @@ with every chapter notebook (``jupyterlite_contents`` in _config.yml). This exte
 * builds the ``attnbook`` wheel from ./code, and the wheel of web/lite/shims (a ``myst_nb.glue`` for
   the browser, where myst-nb cannot be installed), offline (no build isolation, no index; fixed
   timestamps, so the same sources give the same wheel);
-* writes the Pyodide lock the lite kernel loads (``LOCK_PATH``; web/lite/jupyter-lite.json points
-  ``loadPyodideOptions.lockFileURL`` at it): the lock of the pinned Pyodide (npm package ``pyodide``
-  in web/node_modules) with every ``file_name`` made an absolute address on Pyodide's CDN, so readers
-  still download Pyodide's packages from there, plus entries for those two wheels and the ones listed in
-  web/lite/kernel-wheels.txt (ipywidgets, comm), which sit beside the lock. The Pyodide kernel calls
+* hosts Pyodide itself (``PYODIDE_DIR``; web/lite/jupyter-lite.json points the kernel's ``pyodideUrl``
+  at it), so that the lite site computes with no internet at all: the verified distribution of
+  tools/pyodide_dist.py (npm's Pyodide core, and the packages the kernel and the chapters load, each
+  checked against npm's lock), whose lock gets entries for those two wheels and the ones listed in
+  web/lite/kernel-wheels.txt (ipywidgets, comm), which sit beside it. The Pyodide kernel calls
   ``loadPackagesFromImports`` before every cell, so ``import attnbook`` (or ``import ipywidgets``)
   loads the wheel and its dependencies (numpy, matplotlib) with no install cell;
 * adds a "JupyterLite" entry to the launch dropdown of every page whose notebook is in the lite site,
@@ -35,23 +35,20 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tools import pyodide_dist
+
 LITE_DIR = "lite"  # jupyterlite-sphinx's output folder inside the HTML output
-LOCK_PATH = "static/pyodide-lock/pyodide-lock.json"  # inside LITE_DIR; see web/lite/jupyter-lite.json
+PYODIDE_DIR = "static/pyodide"  # inside LITE_DIR: Pyodide and its lock; see web/lite/jupyter-lite.json
+DOIT_DB = ".jupyterlite.doit.db"  # where `jupyter lite build` (run in the source folder) records its steps
 LITE_APP = "notebooks/index.html"  # the Jupyter Notebook interface of the lite site
-PYODIDE_NPM = Path("web/node_modules/pyodide")
 KERNEL_WHEELS = Path(".venv/lite-wheels")  # downloaded by `make book` from web/lite/kernel-wheels.txt
 KERNEL_WHEEL_LIST = Path("web/lite/kernel-wheels.txt")
 # built into wheels for the lite lock: the book's package, and stand-ins for what Pyodide cannot install
 LOCAL_PROJECTS = [Path("code"), Path("web/lite/shims")]
+SHIMS = "attnbook-lite-shims"  # the distribution name of web/lite/shims
 SOURCE_DATE_EPOCH = "1767225600"  # 2026-01-01: wheel member timestamps
 # what jupyterlite-sphinx adds to every page, for its directives (notebooklite, try_examples, ...)
 UNUSED_PAGE_ASSETS = ("https://fonts.googleapis.com/css?family=Vibur", "jupyterlite_sphinx.css", "jupyterlite_sphinx.js")
-
-
-def pyodide_cdn_url(root: Path) -> str:
-    """The CDN folder of the pinned Pyodide, where the pyodide kernel loads it from by default."""
-    version = json.loads((root / PYODIDE_NPM / "package.json").read_text(encoding="utf-8"))["version"]
-    return f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 
 
 def build_wheel(project: Path, out_dir: Path) -> Path:
@@ -105,39 +102,38 @@ def wheel_entry(wheel: Path, known: set[str]) -> dict:
     }
 
 
-def lite_lock(pyodide_lock: dict, cdn_url: str, wheels: list[Path]) -> dict:
-    """Pyodide's lock with absolute CDN file names, plus one entry per local wheel."""
+def lite_lock(pyodide_lock: dict, wheels: list[Path]) -> dict:
+    """The hosted Pyodide's lock, plus one entry per local wheel (beside it)."""
     lock = json.loads(json.dumps(pyodide_lock))
-    for entry in lock["packages"].values():
-        entry["file_name"] = cdn_url + entry["file_name"]
     known = set(lock["packages"]) | {canonicalize_name(wheel.name.split("-")[0]) for wheel in wheels}
     for wheel in wheels:
         entry = wheel_entry(wheel, known)
         lock["packages"][entry["name"]] = entry
+    # attnbook.book.prose imports myst_nb inside glue_number, where the kernel's loadPackagesFromImports
+    # (which reads only a cell's own imports) does not see it: loading attnbook loads the stand-in too
+    if {"attnbook", SHIMS} <= set(lock["packages"]):
+        lock["packages"]["attnbook"]["depends"].append(SHIMS)
     return lock
 
 
-def write_lite_lock(app, exception) -> None:
+def write_lite_pyodide(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     root = Path(app.srcdir)
-    lock_path = Path(app.outdir) / LITE_DIR / LOCK_PATH
-    if not lock_path.parents[2].is_dir():
-        raise RuntimeError(f"the JupyterLite site was not built into {lock_path.parents[2]}")
-    if lock_path.parent.exists():
-        shutil.rmtree(lock_path.parent)
-    lock_path.parent.mkdir(parents=True)
-    wheels = [build_wheel(root / project, lock_path.parent) for project in LOCAL_PROJECTS]
+    folder = Path(app.outdir) / LITE_DIR / PYODIDE_DIR
+    if not folder.parent.is_dir():
+        raise RuntimeError(f"the JupyterLite site was not built into {folder.parents[1]}")
+    pyodide_lock = pyodide_dist.assemble(folder)  # refuses any file that npm's lock does not vouch for
+    wheels = [build_wheel(root / project, folder) for project in LOCAL_PROJECTS]
     for wheel in sorted((root / KERNEL_WHEELS).glob("*.whl")):
-        wheels.append(Path(shutil.copy2(wheel, lock_path.parent)))
+        wheels.append(Path(shutil.copy2(wheel, folder)))
     listed = [Requirement(line).name for line in (root / KERNEL_WHEEL_LIST).read_text(encoding="utf-8").splitlines()
               if line.strip() and not line.startswith("#")]
     missing = {canonicalize_name(name) for name in listed} - {canonicalize_name(w.name.split("-")[0]) for w in wheels}
     if missing:
         raise RuntimeError(f"wheels of {sorted(missing)} are missing from {KERNEL_WHEELS}: run `make book`")
-    pyodide_lock = json.loads((root / PYODIDE_NPM / "pyodide-lock.json").read_text(encoding="utf-8"))
-    lock = lite_lock(pyodide_lock, pyodide_cdn_url(root), wheels)
-    lock_path.write_text(json.dumps(lock, indent=1, sort_keys=True), encoding="utf-8")
+    lock = lite_lock(pyodide_lock, wheels)
+    (folder / pyodide_dist.LOCK).write_text(json.dumps(lock, indent=1, sort_keys=True), encoding="utf-8")
 
 
 def lite_notebook(app, pagename: str) -> str | None:
@@ -178,8 +174,20 @@ def drop_unused_lite_assets(app, pagename, templatename, context, doctree) -> No
             context[key] = [asset for asset in context[key] if not _is_unused_lite_asset(asset)]
 
 
+def start_lite_build_afresh(app) -> None:
+    """Remove what an earlier lite build left: `jupyter lite build` (doit) records in DOIT_DB which of its
+    steps are done, and skips them next time even when their output is gone (after `make clean`, the
+    lite site then lacked the settings of web/lite/jupyter-lite.json); and it lists in the site every
+    extension folder it finds in its output, stale ones included."""
+    if app.builder.format != "html":
+        return
+    (Path(app.srcdir) / DOIT_DB).unlink(missing_ok=True)
+    shutil.rmtree(Path(app.outdir) / LITE_DIR, ignore_errors=True)
+
+
 def setup(app):
+    app.connect("builder-inited", start_lite_build_afresh)
     app.connect("html-page-context", drop_unused_lite_assets, priority=600)
     app.connect("html-page-context", add_lite_launch_button, priority=600)  # after the theme's (501)
-    app.connect("build-finished", write_lite_lock, priority=600)  # after jupyterlite-sphinx's (500)
+    app.connect("build-finished", write_lite_pyodide, priority=600)  # after jupyterlite-sphinx's (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
