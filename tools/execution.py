@@ -82,6 +82,23 @@ def open_cache():
     return get_cache(str(CACHE))
 
 
+def executed_from_cache(source: Path) -> nbformat.NotebookNode | None:
+    """The executed notebook of ``source`` as the cache holds it (outputs and execution counts), or None.
+
+    myst-nb writes the page's notebook (``_sources/*.ipynb``, the download) with the outputs only when it
+    executed the notebook itself; when the outputs come from this cache it writes the notebook unexecuted.
+    The build puts this one in its place (:mod:`tools.extensions.static_figures`).
+    """
+    if not CACHE.exists():
+        return None
+    from jupyter_cache import get_cache
+
+    try:
+        return get_cache(str(CACHE)).merge_match_into_notebook(read_as_myst_nb(source))[1]
+    except KeyError:
+        return None
+
+
 def is_cached(cache, notebook: nbformat.NotebookNode) -> bool:
     try:
         cache.match_cache_notebook(notebook)

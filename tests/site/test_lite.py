@@ -200,8 +200,9 @@ def _run_cell(page_visit, chapter: str, index: int, source: str) -> dict:
     return result
 
 
-# In the page: the first control of the figure in cell `index` (a slider's track, else a button), and where
-# to click it: on a slider, far from where its handle is now; null when its output holds no such control
+# In the page: the first control of the figure in cell `index` (a slider's track, else a button, else a
+# drop-down menu), and where to click it: on a slider, far from where its handle is now; null when its output
+# holds no such control
 _FIRST_CONTROL = """index => {
   const node = window.litePanel.content.widgets[index].node;
   const handle = node.querySelector('.jp-OutputArea .widget-slider .noUi-handle');
@@ -211,13 +212,16 @@ _FIRST_CONTROL = """index => {
     return {kind: 'slider', element: handle.closest('.noUi-base') || handle.parentElement, where};
   }
   const button = node.querySelector('.jp-OutputArea button.jupyter-button:not(.mod-active)');  // not the chosen one
-  return button ? {kind: 'button', element: button, where: 0.5} : null;
+  if (button) return {kind: 'button', element: button, where: 0.5};
+  const menu = node.querySelector('.jp-OutputArea .widget-dropdown select');
+  return menu ? {kind: 'menu', element: menu, where: 0.5} : null;
 }"""
 
 
 def _move_first_figure(page_visit, chapter: str, cells: list[dict]) -> bool:
-    """Click the first control of the notebook's first interactive figure, as a reader would (a slider's
-    track far from its handle, else the first button); the figure's Python callback must redraw."""
+    """Move the first control of the notebook's first interactive figure, as a reader would (click a slider's
+    track far from its handle, else the first button, else pick another menu entry); the figure's Python
+    callback must redraw."""
     page = page_visit.page
     for index, cell in enumerate(cells):
         if cell["type"] != "code":
@@ -232,7 +236,12 @@ def _move_first_figure(page_visit, chapter: str, cells: list[dict]) -> bool:
         element.scroll_into_view_if_needed()
         box = element.bounding_box()
         where = control.evaluate("c => c.where")
-        element.click(position={"x": box["width"] * where, "y": box["height"] / 2})
+        if kind == "menu":  # a reader picks another entry of the drop-down menu
+            other = element.evaluate("s => [...s.options].map(o => o.value).find(v => v !== s.value)")
+            assert other is not None, f"{chapter}.ipynb, cell {index}: its figure's menu offers one entry only"
+            element.select_option(other)
+        else:
+            element.click(position={"x": box["width"] * where, "y": box["height"] / 2})
         try:
             page.wait_for_function(f"([i, before]) => ({_FIGURE_STATE})(i) !== before", arg=[index, before],
                                    timeout=WIDGET_TIMEOUT)

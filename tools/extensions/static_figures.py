@@ -21,6 +21,8 @@ import posixpath
 import re
 from pathlib import Path
 
+import nbformat
+
 FIGURE = re.compile(r'<div class="attn-static-widget".*?</script></div>', re.S)
 DATA_URL = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
 IMAGE_FOLDER = "_images/static-figures"
@@ -58,9 +60,18 @@ def static_figures(app, pagename, templatename, context, doctree) -> None:
 
 
 def drop_static_forms_from_downloads(app, exception) -> None:
+    """Every page's .ipynb download: the executed notebook (from the build's execution cache, see
+    :func:`tools.execution.executed_from_cache`), without the static forms of its figures."""
     if exception is not None or app.builder.format != "html":
         return
-    for notebook in (Path(app.outdir) / "_sources").rglob("*.ipynb"):
+    from tools.execution import executed_from_cache
+
+    sources = Path(app.outdir) / "_sources"
+    for notebook in sources.rglob("*.ipynb"):
+        source = (Path(app.srcdir) / notebook.relative_to(sources)).with_suffix(".md")
+        executed = executed_from_cache(source) if source.is_file() else None
+        if executed is not None:
+            notebook.write_text(nbformat.writes(executed), encoding="utf-8")
         text = notebook.read_text(encoding="utf-8")
         if "attn-static-widget" not in text:
             continue
