@@ -30,9 +30,13 @@ def poppler(*command: str) -> str:
     return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
 
+TYPOGRAPHIC_QUOTES = str.maketrans({"’": "'", "‘": "'", "“": '"', "”": '"'})
+
+
 def flat(text: str) -> str:
-    """Text with ligatures and math letters folded (NFKC), white space runs one space, none inside CJK."""
-    return SPACE_BETWEEN_CJK.sub("", " ".join(unicodedata.normalize("NFKC", text).split()))
+    """Text with ligatures, math letters and typographic quotes folded, white space runs one space, none inside CJK."""
+    text = unicodedata.normalize("NFKC", text).translate(TYPOGRAPHIC_QUOTES)  # LaTeX prints ' as ’
+    return SPACE_BETWEEN_CJK.sub("", " ".join(text.split()))
 
 
 def toc_sources() -> list[Path]:
