@@ -1,0 +1,48 @@
+"""Retrain the book's trained models from their seeds and store them in the package: ``make train``.
+
+Usage: python -m tools.train [NAME ...]   (no name: every model in ``MODELS``)
+
+Each model's module provides ``train(seed, progress) -> (params, record)``: the parameters after the
+run and a JSON-serialisable record (configuration, seed, loss curve, final metrics, training seconds).
+They are written with :func:`attnbook.learning.store.save_trained` into ``attnbook/data/trained``,
+where the chapters load them. BLAS runs on one thread (set before numpy loads), so a run computes the
+same numbers however many cores the machine has, and a retrained model leaves the stored bytes alone
+when it computes the same weights.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: one thread, one order of summation
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import sys  # noqa: E402
+
+# name -> the module (inside attnbook.learning) whose `train(seed=..., progress=...)` makes it
+MODELS: dict[str, str] = {}
+
+
+def main(argv=None) -> int:
+    from attnbook.learning.store import save_trained
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"models to retrain (default: all of {sorted(MODELS)})")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--directory", default=None, help="write here instead of the package's data/trained")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; the models are {sorted(MODELS)}")
+    for name in args.names or sorted(MODELS):
+        module = importlib.import_module(f"attnbook.learning.{MODELS[name]}")
+        params, record = module.train(seed=args.seed, progress=sys.stderr.isatty())
+        save_trained(name, params, record, directory=args.directory)
+        print(f"{name}: {record.get('metrics', {})} in {record.get('seconds', float('nan')):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
