@@ -36,7 +36,7 @@ from attnbook.learning.seq2seq import (
     reversal_forward,
     reversal_loss_and_gradients,
 )
-from attnbook.learning.tasks import PAD, Seq2SeqBatch, reversal_batch
+from attnbook.learning.tasks import PAD, Seq2SeqBatch, alignment_agreement, reversal_batch
 
 TINY = ReversalConfig(n_symbols=3, min_length=2, max_length=4, d_model=4, n_heads=2, d_ff=8, n_encoder_layers=1,
                       n_decoder_layers=1)
@@ -127,6 +127,7 @@ def test_the_stored_weights_reproduce_the_stored_metrics(trained):
     for name in ("accuracy", "token_accuracy", "alignment", "clearest_head"):  # ratios of counts: exact
         assert metrics[name] == stored[name], name
     assert metrics["test_loss"] == pytest.approx(stored["test_loss"], rel=1e-12)
+    np.testing.assert_allclose(metrics["alignment_weight"], stored["alignment_weight"], rtol=1e-12)
 
 
 def test_the_record_is_that_of_the_default_training_run(trained):
@@ -231,13 +232,29 @@ def test_the_trained_model_reverses_held_out_strings(trained):
 
 
 def test_a_cross_attention_head_reads_the_mirrored_source_position(trained):
-    alignment = cross_attention_alignment(trained.params, held_out_batch(trained.config), trained.config)
-    assert alignment.shape == (trained.config.n_decoder_layers, trained.config.n_heads)
-    np.testing.assert_array_equal(alignment, trained.record["metrics"]["alignment"])
-    layer, head = np.unravel_index(alignment.argmax(), alignment.shape)
-    assert trained.record["metrics"]["clearest_head"] == {"layer": int(layer), "head": int(head)}
-    assert alignment.max() >= 0.95  # most target positions: nearly all of them
-    assert np.sum(alignment >= 0.5) >= 1
+    batch = held_out_batch(trained.config)
+    alignment = cross_attention_alignment(trained.params, batch, trained.config)
+    assert alignment.agreement.shape == alignment.weight.shape == (trained.config.n_decoder_layers,
+                                                                     trained.config.n_heads)
+    stored = trained.record["metrics"]
+    np.testing.assert_array_equal(alignment.agreement, stored["alignment"])
+    np.testing.assert_allclose(alignment.weight, stored["alignment_weight"], rtol=1e-12)
+    assert stored["clearest_head"] == {"layer": alignment.clearest[0], "head": alignment.clearest[1]}
+    # most target positions: nearly all of them, with nearly all the head's weight
+    assert alignment.agreement[alignment.clearest] >= 0.95 and alignment.weight[alignment.clearest] >= 0.9
+    # the shares are those of learning.tasks.alignment_agreement, head by head
+    cross = reversal_forward(trained.params, batch.source, batch.target_in, trained.config).cross_weights
+    lengths = batch.source_mask.sum(axis=1)
+    for layer, weights in enumerate(cross):
+        for head in range(trained.config.n_heads):
+            assert alignment.agreement[layer, head] == pytest.approx(alignment_agreement(weights[:, head], lengths),
+                                                                     rel=1e-12)
+
+
+def test_an_untrained_model_has_no_such_head():
+    config = ReversalConfig()
+    alignment = cross_attention_alignment(init_reversal(config, seed=0), held_out_batch(config), config)
+    assert alignment.agreement.max() < 0.5
 
 
 def test_beam_search_finds_sequences_at_least_as_probable_as_greedy_search(trained):

@@ -57,10 +57,11 @@ from .decoding import greedy_decode
 from .gradients import token_entropy
 from .layers import decoder_layer_tape, embedding_tape, encoder_layer_tape, tied_logits_tape
 from .store import load_trained, named_leaves, trained_path
-from .tasks import EOS, PAD, Seq2SeqBatch, alignment_agreement, draw_reversal, reversal_batch
+from .tasks import PAD, Seq2SeqBatch, draw_reversal, reversal_alignment, reversal_batch
 
 __all__ = [
     "NAME",
+    "Alignment",
     "CachedState",
     "DecodingSpeed",
     "PrefixState",
@@ -923,14 +924,59 @@ def reversal_accuracy(params: ReversalParameters, batch: Seq2SeqBatch, config: R
     return float(exact_matches(params, batch, config.n_heads).mean())
 
 
-def cross_attention_alignment(params: ReversalParameters, batch: Seq2SeqBatch, config: ReversalConfig) -> np.ndarray:
-    r"""Per decoder layer and head: the share of output symbols whose cross-attention peaks on the mirrored source.
+class Alignment(NamedTuple):
+    """How closely each cross-attention head follows the reversal's alignment.
+
+    Attributes
+    ----------
+    agreement : ndarray
+        ``(n_decoder_layers, n_heads)`` the share of output symbols whose largest weight falls on the
+        mirrored source position.
+    weight : ndarray
+        ``(n_decoder_layers, n_heads)`` the mean weight on the mirrored source position.
+    clearest : tuple of int
+        ``(layer, head)`` of the head of highest agreement, ties broken by the weight.
+
+    Examples
+    --------
+    >>> Alignment(np.array([[0.5, 1.0]]), np.array([[0.4, 0.9]]), (0, 1)).clearest
+    (0, 1)
+    """
+
+    agreement: np.ndarray  # (n_decoder_layers, h)
+    weight: np.ndarray  # (n_decoder_layers, h)
+    clearest: tuple
+
+
+def align(cross_weights: tuple, lengths: np.ndarray) -> Alignment:
+    """Unchecked kernel of :func:`cross_attention_alignment`, from the maps ``(batch, h, n_tgt, n_src)`` of each layer.
+
+    >>> w = reversal_alignment([2])[:, None]                        # (1, 1, 3, 2): one head, the exact map
+    >>> align((w,), np.array([2]))
+    Alignment(agreement=array([[1.]]), weight=array([[1.]]), clearest=(0, 0))
+    """
+    weights = np.stack(cross_weights, axis=1)  # (batch, layers, h, n_tgt, n_src)
+    expected = reversal_alignment(lengths, weights.shape[-1], weights.shape[-2])  # (batch, n_tgt, n_src)
+    real = expected.any(axis=-1)  # (batch, n_tgt): output symbols with a source position
+    mirrored = expected.argmax(axis=-1)[:, None, None, :]  # (batch, 1, 1, n_tgt)
+    hits = weights.argmax(axis=-1) == mirrored  # (batch, layers, h, n_tgt)
+    on_mirror = np.take_along_axis(weights, mirrored[..., None], axis=-1)[..., 0]  # (batch, layers, h, n_tgt)
+    agreement = np.moveaxis(hits, 3, 1)[real].mean(axis=0)  # (layers, h)
+    weight = np.moveaxis(on_mirror, 3, 1)[real].mean(axis=0)  # (layers, h)
+    ranked = np.lexsort((-weight.ravel(), -agreement.ravel()))  # best first
+    layer, head = np.unravel_index(ranked[0], agreement.shape)
+    return Alignment(agreement, weight, (int(layer), int(head)))
+
+
+def cross_attention_alignment(params: ReversalParameters, batch: Seq2SeqBatch, config: ReversalConfig) -> Alignment:
+    r"""Per decoder layer and head: how often, and how strongly, the cross-attention reads the mirrored source position.
 
     .. math:: a_{l h} = \frac{1}{\sum_b \ell_b} \sum_b \sum_{i < \ell_b}
-              \bigl[\arg\max_j A^{(l, h)}_{b i j} = \ell_b - 1 - i\bigr]
+              \bigl[\arg\max_j A^{(l, h)}_{b i j} = \ell_b - 1 - i\bigr], \qquad
+              w_{l h} = \frac{1}{\sum_b \ell_b} \sum_b \sum_{i < \ell_b} A^{(l, h)}_{b, i, \ell_b - 1 - i}
 
     Decoder position :math:`i` predicts source symbol :math:`\ell - 1 - i`; a head that reads it off
-    the source attends there (:func:`attnbook.learning.tasks.alignment_agreement`). The maps are those
+    the source attends there (:func:`attnbook.learning.tasks.reversal_alignment`). The maps are those
     of the teacher-forced forward pass; the EOS position, which has no source symbol, is left out.
 
     Parameters
@@ -944,22 +990,22 @@ def cross_attention_alignment(params: ReversalParameters, batch: Seq2SeqBatch, c
 
     Returns
     -------
-    ndarray
-        ``(n_decoder_layers, n_heads)`` shares in ``[0, 1]``.
+    Alignment
+        ``agreement`` :math:`a` and ``weight`` :math:`w`, each ``(n_decoder_layers, n_heads)`` in
+        ``[0, 1]``, and the clearest ``(layer, head)``.
 
     Examples
     --------
     >>> trained = load_reversal()
     >>> batch = reversal_batch(100, 10, 3, 8, seed=1)
-    >>> float(cross_attention_alignment(trained.params, batch, trained.config).max()) > 0.9
-    True
+    >>> alignment = cross_attention_alignment(trained.params, batch, trained.config)
+    >>> alignment.clearest, float(alignment.agreement[alignment.clearest]) > 0.95
+    ((1, 0), True)
     """
     params = _check_params(params, config)
     batch = _check_batch(batch, config.vocab_size)
     out = forward(params, batch.source, batch.target_in, config.n_heads)
-    lengths = batch.source_mask.sum(axis=1)  # (batch,)
-    return np.array([[alignment_agreement(weights[:, h], lengths) for h in range(config.n_heads)]
-                     for weights in out.cross_weights])  # (n_decoder_layers, h)
+    return align(out.cross_weights, batch.source_mask.sum(axis=1))
 
 
 class DecodingSpeed(NamedTuple):
@@ -1092,8 +1138,8 @@ def evaluate(params: ReversalParameters, config: ReversalConfig) -> dict:
     """Unchecked kernel: the metrics of the record, on the held-out batch.
 
     ``accuracy`` (greedy exact match), ``token_accuracy`` (teacher-forced argmax on real positions),
-    ``test_loss`` (without label smoothing), ``alignment`` (per decoder layer and head, see
-    :func:`cross_attention_alignment`) and the clearest head.
+    ``test_loss`` (without label smoothing), ``alignment`` and ``alignment_weight`` (per decoder layer
+    and head, see :func:`cross_attention_alignment`) and the clearest head.
 
     >>> metrics = evaluate(load_reversal().params, ReversalConfig(test_sequences=20))
     >>> metrics["accuracy"], sorted(metrics)[:2]
@@ -1103,12 +1149,11 @@ def evaluate(params: ReversalParameters, config: ReversalConfig) -> dict:
     out = forward(params, batch.source, batch.target_in, config.n_heads)
     hits = out.logits.argmax(axis=-1) == batch.target_out  # (batch, n_tgt)
     test_loss = token_entropy(out.logits, batch.target_out, batch.target_mask, 0.0)[0]
-    lengths = batch.source_mask.sum(axis=1)  # (batch,)
-    alignment = [[alignment_agreement(w[:, h], lengths) for h in range(config.n_heads)] for w in out.cross_weights]
-    layer, head = np.unravel_index(np.argmax(alignment), np.shape(alignment))
+    alignment = align(out.cross_weights, batch.source_mask.sum(axis=1))
     return {"accuracy": float(exact_matches(params, batch, config.n_heads).mean()),
             "token_accuracy": float(hits[batch.target_mask].mean()), "test_loss": float(test_loss),
-            "alignment": alignment, "clearest_head": {"layer": int(layer), "head": int(head)}}
+            "alignment": alignment.agreement.tolist(), "alignment_weight": alignment.weight.tolist(),
+            "clearest_head": {"layer": alignment.clearest[0], "head": alignment.clearest[1]}}
 
 
 def train(seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
