@@ -92,7 +92,7 @@ class LinearGradients(NamedTuple):
 
 
 def sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Unchecked kernel: undo broadcasting, summing ``grad`` over the axes along which an input of ``shape`` was broadcast.
+    """Unchecked kernel: undo broadcasting, summing ``grad`` over the axes along which an input of ``shape`` was spread.
 
     An input that was used for every element of a batch receives the sum of their gradients.
 

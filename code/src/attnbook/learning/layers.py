@@ -436,7 +436,7 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) 
 
 
 def encoder_layer_tape(x: np.ndarray, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
-    """Unchecked kernel of :func:`encoder_layer_vjp`, on arguments that :func:`attnbook.check_encoder_layer_inputs` passed.
+    """Unchecked kernel of :func:`encoder_layer_vjp`, on arguments that its check (``check_encoder_layer_inputs``) passed.
 
     >>> from attnbook import init_encoder_layer
     >>> result, back = encoder_layer_tape(np.eye(4)[:3], init_encoder_layer(4, 8), 2)
@@ -511,7 +511,7 @@ def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, mem
 
 def decoder_layer_tape(y: np.ndarray, memory: np.ndarray, weights: DecoderLayerWeights, n_heads: int,
                        memory_mask=None) -> tuple:
-    """Unchecked kernel of :func:`decoder_layer_vjp`, on arguments that :func:`attnbook.check_decoder_layer_inputs` passed.
+    """Unchecked kernel of :func:`decoder_layer_vjp`, on arguments that its check (``check_decoder_layer_inputs``) passed.
 
     >>> from attnbook import init_decoder_layer
     >>> result, back = decoder_layer_tape(np.eye(4)[:2], np.eye(4)[:3], init_decoder_layer(4, 8), 2)
