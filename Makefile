@@ -8,7 +8,7 @@
 #   make student    write the homework's student notebooks into _build/student
 #   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions in a sandbox: grades.csv + feedback/
 #                   (UNSAFE_NO_SANDBOX=1 runs them without the sandbox: see exercises/instructor_guide.md)
-#   make bench      print the efficient-attention benchmark figures
+#   make bench      print the benchmark figures (attention; training throughput against PyTorch) into the package
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, stability too)

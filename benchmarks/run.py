@@ -13,7 +13,14 @@ It measures, in one run, side by side:
 4. when PyTorch is installed, both against torch.nn.functional.scaled_dot_product_attention on the
    same inputs. PyTorch is timed in a child process, after the numpy timings: its OpenMP threads keep
    spinning for a while after each call, and interleaved with numpy they would slow numpy's BLAS
-   threads down and distort every other figure.
+   threads down and distort every other figure;
+5. training throughput: target tokens per second of one training step (forward, backward, clipping,
+   Adam at the Noam rate: the step of attnbook.learning.loop.fit) of the reversal encoder-decoder
+   (attnbook.learning.seq2seq) at its training batch (64 sequences) and width (d_model 32, d_ff 64) and at
+   d_model 128, d_ff 512; the package in float64 (the only dtype it trains in) against its PyTorch twin
+   (benchmarks/torch_reversal.py, the same weights and computation, tested equal in
+   code/tests/learning/test_seq2seq_torch.py) in float64, like with like, and in float32, PyTorch's usual
+   dtype, for reference; PyTorch in a child process as in 4.
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
@@ -40,10 +47,17 @@ import numpy as np
 
 from attnbook.efficient.batched import batched_attention
 from attnbook.efficient.tiled import tiled_attention
+from attnbook.learning.loop import BETAS, EPS
+from attnbook.learning.optim import adam_update, clip_tree, init_adam, noam
+from attnbook.learning.seq2seq import ReversalConfig, init_reversal, loss_and_gradients
+from attnbook.learning.tasks import draw_reversal
 from attnbook.timing import benchmark_results_path, time_calls
 
 MIB = 2**20
 GOALS = {"plain_over_matmul": 1.3, "tiled_peak_mib": 64.0}
+# training throughput: the reversal model at its own width and at a wider one where BLAS matters more
+TRAINING_WIDTHS = {"d_model_32": {"d_model": 32, "d_ff": 64}, "d_model_128": {"d_model": 128, "d_ff": 512}}
+TRAINING_SEED, TRAINING_BATCH_SEED = 0, 1  # the initial parameters; the one batch every step trains on
 
 
 def cpu_model() -> str:
@@ -130,6 +144,141 @@ def time_torch(cases: dict, repeats: int) -> dict | None:
         report = json.loads(done.stdout.strip().splitlines()[-1])
         report["outputs"] = {name: np.load(folder / f"{name}.torch_out.npy") for name in cases}
     return report
+
+
+# --- training throughput ---------------------------------------------------------------------------------
+
+
+def training_case(widths: dict) -> tuple:
+    """The reversal model at ``widths`` (the rest as ReversalConfig()), its seeded parameters and one batch."""
+    config = ReversalConfig(**widths)
+    batch = draw_reversal(np.random.default_rng(TRAINING_BATCH_SEED), config.batch_size, config.n_symbols,
+                          config.min_length, config.max_length)
+    return config, init_reversal(config, TRAINING_SEED), batch
+
+
+class PackageTrainer:
+    """The step of attnbook.learning.loop.fit on the package's kernels (as seq2seq.train calls it)."""
+
+    def __init__(self, params, config: ReversalConfig):
+        self.config, self.params, self.state = config, params, init_adam(params)
+
+    def step(self, batch) -> float:
+        config = self.config
+        loss, grads = loss_and_gradients(self.params, batch, config.n_heads, config.label_smoothing)
+        grads, _ = clip_tree(grads, config.max_norm)
+        rate = noam(self.state.step + 1, config.d_model, config.warmup)
+        self.params, self.state = adam_update(self.params, grads, self.state, rate, *BETAS, EPS)
+        return loss
+
+
+def steps_per_call(widths: dict) -> int:
+    """Training steps per timed call: several at the small width, so that a call lasts tens of milliseconds."""
+    return 5 if widths["d_model"] <= 32 else 1
+
+
+def timed_steps(trainer, batch, steps: int):
+    def call():
+        for _ in range(steps):
+            trainer.step(batch)
+    return call
+
+
+def training_worker(repeats: int) -> None:
+    """Child process: time the PyTorch twin's training step in float64 and float32 on every width."""
+    import torch
+    import torch_reversal  # benchmarks/torch_reversal.py: this script's folder is on the path when run
+
+    report = {"threads": torch.get_num_threads(), "seconds_per_step": {}, "first_loss": {}}
+    calls, names = [], []
+    for name, widths in TRAINING_WIDTHS.items():
+        config, params, batch = training_case(widths)
+        for dtype in ("float64", "float32"):
+            trainer = torch_reversal.TorchTrainer(params, config, getattr(torch, dtype))
+            report["first_loss"][f"{name}.{dtype}"] = trainer.step(batch)  # the loss of the initial parameters
+            calls.append(timed_steps(trainer, batch, steps_per_call(widths)))
+            names.append((name, dtype, steps_per_call(widths)))
+    seconds = time_calls(calls, repeats=repeats, statistic="min", clock="wall")
+    for (name, dtype, steps), t in zip(names, seconds):
+        report["seconds_per_step"][f"{name}.{dtype}"] = float(t) / steps
+    print(json.dumps(report))
+
+
+def bench_training(repeats: int) -> dict:
+    """Tokens per second of a training step: the package (float64) here, its PyTorch twin in a child process."""
+    cases, calls = {}, []
+    for name, widths in TRAINING_WIDTHS.items():
+        config, params, batch = training_case(widths)
+        trainer = PackageTrainer(params, config)
+        first_loss = trainer.step(batch)
+        calls.append(timed_steps(trainer, batch, steps_per_call(widths)))
+        cases[name] = {
+            "d_model": config.d_model, "d_ff": config.d_ff, "n_heads": config.n_heads,
+            "layers": [config.n_encoder_layers, config.n_decoder_layers], "batch": config.batch_size,
+            "n_source": int(batch.source.shape[1]), "n_target": int(batch.target_in.shape[1]),
+            "target_tokens_real": int(batch.target_mask.sum()), "target_tokens_padded": int(batch.target_in.size),
+            "steps_per_timed_call": steps_per_call(widths), "first_loss": first_loss,
+        }
+    seconds = time_calls(calls, repeats=repeats, statistic="min", clock="wall")
+    for (name, case), t in zip(cases.items(), seconds):
+        case["seconds_per_step"] = {"package_float64": float(t) / case["steps_per_timed_call"]}
+    result = {
+        "model": "attnbook.learning.seq2seq reversal encoder-decoder (ReversalConfig but for the widths)",
+        "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
+        "tokens": "target tokens per step: real = the positions the loss counts (EOS included, padding excluded), "
+                  "padded = batch x n_target",
+        "package_dtype": "float64",
+        "numpy_blas_threads": blas_threads(),
+        "torch_threads": None,
+        "load_average_1min": load_average(),  # other programs on the machine: the figures are noisier when high
+        "cases": cases,
+    }
+    report = time_training_torch(repeats)
+    if report is not None:
+        result["torch_threads"] = report["threads"]
+        for name, case in cases.items():
+            for dtype in ("float64", "float32"):
+                case["seconds_per_step"][f"torch_{dtype}"] = report["seconds_per_step"][f"{name}.{dtype}"]
+            case["torch_matches_package"] = bool(
+                np.isclose(report["first_loss"][f"{name}.float64"], case["first_loss"], rtol=1e-10, atol=0)
+                and np.isclose(report["first_loss"][f"{name}.float32"], case["first_loss"], rtol=1e-4, atol=0))
+    for case in cases.values():
+        steps = case["seconds_per_step"]
+        case["tokens_per_second"] = {key: round(case["target_tokens_real"] / t, 1) for key, t in steps.items()}
+        case["padded_tokens_per_second"] = {key: round(case["target_tokens_padded"] / t, 1) for key, t in steps.items()}
+        case["seconds_per_step"] = {key: round(t, 6) for key, t in steps.items()}
+        case["first_loss"] = round(case["first_loss"], 6)
+        if "torch_float64" in steps:  # throughput ratios, = package seconds / torch seconds
+            case["torch_over_package"] = {
+                "float64": round(steps["package_float64"] / steps["torch_float64"], 3),
+                "torch_float32_over_package_float64": round(steps["package_float64"] / steps["torch_float32"], 3),
+            }
+    return result
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def blas_threads() -> int | None:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [p.get("num_threads") for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(counts) if counts else None
+
+
+def time_training_torch(repeats: int) -> dict | None:
+    """Time the PyTorch twin's training steps in a child process; None without PyTorch."""
+    if torch_version() is None:
+        return None
+    done = subprocess.run([sys.executable, __file__, "--training-worker", "--repeats", str(repeats)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def min_times(functions: dict, repeats: int) -> dict:
@@ -276,7 +425,32 @@ def report(results: dict) -> str:
     if "tiled_over_torch" in c:
         lines.append(f"  plain / torch = {c['plain_over_torch']:.2f}    tiled / torch = {c['tiled_over_torch']:.2f}"
                      f"    (outputs agree: {c['torch_matches_plain']})")
+    if "training_throughput" in results:
+        lines += ["", *training_report(results["training_throughput"])]
     return "\n".join(lines)
+
+
+def training_report(t: dict) -> list:
+    threads = f"PyTorch {t['torch_threads']} threads" if t["torch_threads"] else "PyTorch not installed"
+    lines = [f"5. training throughput, reversal model: one step = forward + backward + clipping + Adam;"
+             f" numpy BLAS {t['numpy_blas_threads']} threads, {threads} (child process)",
+             "   tokens = real target tokens (padding excluded); package in float64, its only dtype;"
+             f" load average {t['load_average_1min']} on {os.cpu_count()} cores"]
+    labels = {"package_float64": "package float64", "torch_float64": "torch   float64",
+              "torch_float32": "torch   float32"}
+    for case in t["cases"].values():
+        lines.append(f"  d_model {case['d_model']}, d_ff {case['d_ff']}, batch {case['batch']}:"
+                     f" {case['target_tokens_real']} real / {case['target_tokens_padded']} padded target tokens a step")
+        for key, seconds in case["seconds_per_step"].items():
+            lines.append(f"    {labels[key]}  {seconds * 1e3:8.2f} ms/step"
+                         f"  {case['tokens_per_second'][key]:10.0f} tokens/s"
+                         f"  ({case['padded_tokens_per_second'][key]:.0f} padded)")
+        if "torch_over_package" in case:
+            ratio = case["torch_over_package"]
+            lines.append(f"    torch / package throughput: {ratio['float64']:.2f} in float64 (like with like);"
+                         f" torch float32 / package float64 {ratio['torch_float32_over_package_float64']:.2f}"
+                         f"    (losses agree: {case['torch_matches_package']})")
+    return lines
 
 
 def main(argv: list[str]) -> int:
@@ -285,18 +459,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", type=Path, default=benchmark_results_path(),
                         help="where to write the JSON (default: the package's copy, which the book reads)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
+    parser.add_argument("--only", choices=["training"],
+                        help="run only this section and update it in the existing JSON (the others are kept)")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
+    parser.add_argument("--training-worker", action="store_true", help=argparse.SUPPRESS)  # internal: its twin
     args = parser.parse_args(argv)
     if args.torch_worker:
         torch_worker(args.torch_worker, args.repeats)
         return 0
+    if args.training_worker:
+        training_worker(args.repeats)
+        return 0
     started = time.perf_counter()
     repeats = 2 if args.quick else args.repeats
+    if args.only == "training":
+        results = json.loads(args.output.read_text(encoding="utf-8")) if args.output.is_file() else {}
+        results["training_throughput"] = bench_training(repeats)
+        print("\n".join(training_report(results["training_throughput"])))
+        print(f"\nfinished in {time.perf_counter() - started:.0f} s; the section written to {args.output}")
+        args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return 0
     results = {"machine": machine()}
     results["plain_vs_matmul"], case_1 = bench_plain_vs_matmul(repeats)
     results["tiled_memory"] = bench_tiled_memory(2048 if args.quick else 16384, 512 if args.quick else 4096)
     results["tiled_time"], case_3 = bench_tiled_time(1024 if args.quick else 4096, max(2, repeats // 2))
     add_torch(results, {"plain_vs_matmul": case_1, "tiled_time": case_3}, repeats)
+    results["training_throughput"] = bench_training(repeats)
     results["goals"] = {
         "plain_over_matmul": GOALS["plain_over_matmul"],
         "plain_over_matmul_met": results["plain_vs_matmul"]["plain_over_matmul"] <= GOALS["plain_over_matmul"],

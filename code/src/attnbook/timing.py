@@ -78,7 +78,7 @@ CLOCKS = {"cpu": processor_clock(), "wall": time.perf_counter}
 TIMED_LAYERS = ("self-attention", "attention core", "recurrent")
 
 #: The sections of a complete benchmark record (the file ``make bench`` writes).
-RESULT_SECTIONS = ("machine", "plain_vs_matmul", "tiled_memory", "tiled_time", "goals")
+RESULT_SECTIONS = ("machine", "plain_vs_matmul", "tiled_memory", "tiled_time", "goals", "training_throughput")
 RESULTS_FILE = "benchmark_results.json"
 
 
