@@ -18,13 +18,18 @@ from attnbook import (
     softmax,
     split_heads,
 )
+from attnbook.learning.decoding import bigram_step, greedy_decode, nucleus_filter
+from attnbook.learning.layers import layer_norm_vjp
 from attnbook.checks import (
     check,
     CheckResult,
     check_attention,
     check_causal_mask,
     check_function,
+    check_greedy_decode,
+    check_layer_norm_backward,
     check_merge_heads,
+    check_nucleus_filter,
     check_number,
     check_self_attention,
     check_sinusoidal_encoding,
@@ -32,12 +37,21 @@ from attnbook.checks import (
     check_split_heads,
 )
 
+
+
+def layer_norm_backward(x, gamma, dy):
+    """The package's backward pass of layer norm, as the student's function is called."""
+    return layer_norm_vjp(x, gamma, np.zeros_like(gamma))[1](dy)
+
+
 FUNCTION_CHECKS = [check_softmax, check_attention, check_self_attention, check_causal_mask,
-                   check_split_heads, check_merge_heads, check_sinusoidal_encoding]
+                   check_split_heads, check_merge_heads, check_sinusoidal_encoding,
+                   check_layer_norm_backward, check_nucleus_filter, check_greedy_decode]
 REFERENCES = {check_softmax: softmax, check_attention: scaled_dot_product_attention,
               check_self_attention: self_attention, check_causal_mask: causal_mask,
               check_split_heads: split_heads, check_merge_heads: merge_heads,
-              check_sinusoidal_encoding: sinusoidal_encoding}
+              check_sinusoidal_encoding: sinusoidal_encoding, check_layer_norm_backward: layer_norm_backward,
+              check_nucleus_filter: nucleus_filter, check_greedy_decode: greedy_decode}
 
 
 def verdict(result: CheckResult) -> str:
@@ -586,3 +600,142 @@ def test_check_function_reports_a_transposed_square_result():
 def test_instructor_mistakes_in_check_function_raise_clear_errors(arguments, error):
     with pytest.raises(error):
         check_function(abs, **arguments)
+
+
+# --- learning: layer norm's backward pass, nucleus filtering, greedy decoding ---------------------------
+
+
+def layer_norm_parts(x, gamma, dy, eps=1e-5):
+    sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma  # (..., d)
+    g = dy * gamma  # (..., d)
+    sums = tuple(range(x.ndim - 1))
+    return sigma, x_hat, g, (dy * x_hat).sum(axis=sums), dy.sum(axis=sums)
+
+
+def backward_without_x_hat_term(x, gamma, dy):
+    sigma, _, g, dgamma, dbeta = layer_norm_parts(x, gamma, dy)
+    return (g - g.mean(axis=-1, keepdims=True)) / sigma, dgamma, dbeta
+
+
+def backward_without_gamma(x, gamma, dy):
+    return layer_norm_backward(x, np.ones_like(gamma), dy)[0], *layer_norm_backward(x, gamma, dy)[1:]
+
+
+def backward_with_swapped_parameter_gradients(x, gamma, dy):
+    dx, dgamma, dbeta = layer_norm_backward(x, gamma, dy)
+    return dx, dbeta, dgamma
+
+
+def backward_unsummed(x, gamma, dy):
+    sigma, x_hat, _, _, _ = layer_norm_parts(x, gamma, dy)
+    return layer_norm_backward(x, gamma, dy)[0], dy * x_hat, dy
+
+
+def backward_without_the_mean_term(x, gamma, dy):
+    sigma, x_hat, g, dgamma, dbeta = layer_norm_parts(x, gamma, dy)
+    return (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma, dgamma, dbeta
+
+
+@pytest.mark.parametrize(("backward", "words"), [
+    (backward_without_x_hat_term, "the term -x_hat * mean(g * x_hat) is missing"),
+    (backward_without_the_mean_term, "the term -mean(g) is missing: the mean depends on x too"),
+    (backward_without_gamma, "gamma is missing: the gradient reaching x_hat is g = dy * gamma"),
+    (backward_with_swapped_parameter_gradients, "it is sum(dy) over the positions, which is dbeta"),
+    (backward_unsummed, "wrong shape for x (4, 6): expected (6,), got (4, 6) (sum over every position"),
+])
+def test_layer_norm_backward_mistakes_are_named(backward, words):
+    result = check_layer_norm_backward(backward, quiet=True)
+    assert not result.passed and words in result.message, result.message
+
+
+def test_layer_norm_backward_is_compared_with_finite_differences_not_the_package():
+    # a gradient within the tolerance of central differences passes; one off by 1e-4 does not
+    def nearly(x, gamma, dy):
+        dx, dgamma, dbeta = layer_norm_backward(x, gamma, dy)
+        return dx * (1 + 1e-8), dgamma, dbeta
+
+    def off(x, gamma, dy):
+        dx, dgamma, dbeta = layer_norm_backward(x, gamma, dy)
+        return dx * (1 + 1e-4), dgamma, dbeta
+
+    assert check_layer_norm_backward(nearly, quiet=True).passed
+    assert "relative error" in check_layer_norm_backward(off, quiet=True).message
+
+
+def nucleus_dropping_the_top(logits, p):
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    probs = softmax(np.take_along_axis(logits, order, axis=-1))
+    kept = np.zeros(logits.shape, dtype=bool)
+    np.put_along_axis(kept, order, np.cumsum(probs, axis=-1) <= p, axis=-1)
+    return np.where(kept, logits, -np.inf)
+
+
+def nucleus_ties_to_the_higher_index(logits, p):
+    flipped = nucleus_filter(logits[..., ::-1], p)
+    return flipped[..., ::-1]
+
+
+@pytest.mark.parametrize(("nucleus", "words"), [
+    (nucleus_dropping_the_top, "the token whose probability carries the sum past p is dropped"),
+    (nucleus_ties_to_the_higher_index, "ties go to the lower index"),
+    (lambda logits, p: nucleus_filter(-logits, p), "wrong tokens kept"),
+    (lambda logits, p: np.where(np.isfinite(nucleus_filter(logits, p)), softmax(logits), -np.inf),
+     "return the logits themselves where kept"),
+    (lambda logits, p: nucleus_filter(logits, p)[..., 0], "wrong shape"),
+])
+def test_nucleus_filter_mistakes_are_named(nucleus, words):
+    result = check_nucleus_filter(nucleus, quiet=True)
+    assert not result.passed and words in result.message, result.message
+
+
+def test_a_nucleus_filter_that_drops_the_top_token_fails_on_a_dominant_token():
+    def strict(logits, p):  # keeps a token only while the sum with it stays below p: drops a token above p
+        kept = nucleus_dropping_the_top(logits, p)
+        return np.where(np.isfinite(kept), kept, -np.inf)
+
+    row = np.log(np.array([[0.05, 0.9, 0.05]]))
+    assert np.all(np.isinf(strict(row, 0.6)))  # the mistake leaves the row empty
+    assert "a row keeps no token" in check_nucleus_filter(strict, quiet=True).message or \
+        "carries the sum past p" in check_nucleus_filter(strict, quiet=True).message
+
+
+def greedy_with(change):
+    """greedy_decode with its output changed by ``change(tokens, log_probs, lengths)``."""
+    def decode(step, state, batch_size, max_length, bos, eos):
+        return change(*greedy_decode(step, state, batch_size, max_length, bos, eos))
+    return decode
+
+
+def greedy_ties_to_the_higher_index(step, state, batch_size, max_length, bos, eos):
+    tokens, total = np.zeros((batch_size, max_length), dtype=int), np.zeros(batch_size)
+    lengths, alive, current = np.zeros(batch_size, dtype=int), np.ones(batch_size, dtype=bool), np.full(batch_size, bos)
+    for t in range(max_length):
+        logits, state = step(state, current)
+        logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        chosen = np.where(alive, logp.shape[1] - 1 - logp[:, ::-1].argmax(axis=1), 0)  # ties: the higher index
+        total += np.where(alive, logp[np.arange(batch_size), chosen], 0.0)
+        tokens[:, t], lengths, current = chosen, lengths + alive, chosen
+        alive &= chosen != eos
+        if not alive.any():
+            break
+    return tokens[:, :lengths.max()], total, lengths
+
+
+@pytest.mark.parametrize(("decode", "words"), [
+    (greedy_with(lambda t, lp, n: (np.where(t == 0, 9, t), lp, n)), "wrong tokens after EOS"),
+    (greedy_with(lambda t, lp, n: (t, lp, n - 1)), "the lengths of decode: wrong values"),
+    (greedy_with(lambda t, lp, n: (t, lp - 0.1, n)), "the log_probs of decode: wrong values"),
+    (greedy_with(lambda t, lp, n: (np.pad(t, ((0, 0), (0, 1))), lp, n)), "stop as soon as every row has ended"),
+    (greedy_with(lambda t, lp, n: t), "return (tokens, log_probs, lengths)"),
+    (greedy_ties_to_the_higher_index, "wrong tokens for tied probabilities"),
+])
+def test_greedy_decode_mistakes_are_named(decode, words):
+    result = check_greedy_decode(decode, quiet=True)
+    assert not result.passed and words in result.message, result.message
+
+
+def test_greedy_decode_check_accepts_a_plain_tuple_and_the_bigram_model_works():
+    assert check_greedy_decode(greedy_with(lambda t, lp, n: (t, lp, n)), quiet=True).passed
+    step = bigram_step([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    assert greedy_decode(step, None, 1, 3, bos=1, eos=2).tokens.tolist() == [[2]]

@@ -284,3 +284,94 @@ def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tm
 def test_grading_options_must_be_positive(tmp_path, option, value, capsys):
     assert cli.main(["grade", HOMEWORK, str(SAMPLES), str(tmp_path), option, value]) == 1
     assert "must be a positive" in capsys.readouterr().err
+
+
+# --- wrong answers to hw_transformers_that_learn fail the hidden tests that aim at them ---------------
+
+LEARN = "hw_transformers_that_learn"
+
+NO_X_HAT_TERM = '''def my_layer_norm_backward(x, gamma, dy, eps=1e-5):
+    """Forgets that sigma depends on x: no -x_hat * mean(g * x_hat) term."""
+    sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma
+    g = dy * gamma
+    positions = tuple(range(x.ndim - 1))
+    return (g - g.mean(axis=-1, keepdims=True)) / sigma, (dy * x_hat).sum(axis=positions), dy.sum(axis=positions)
+'''
+
+NO_GAMMA = '''def my_layer_norm_backward(x, gamma, dy, eps=1e-5):
+    """Forgets gamma on the way back to x: right only when gamma is 1."""
+    sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma
+    g = dy
+    dx = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
+    positions = tuple(range(x.ndim - 1))
+    return dx, (dy * x_hat).sum(axis=positions), dy.sum(axis=positions)
+'''
+
+NUCLEUS_DROPPING_THE_TOP = '''def my_nucleus_filter(logits, p):
+    """Keeps a token only while the sum with it stays within p: drops a top token more probable than p."""
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    ranked = np.take_along_axis(logits, order, axis=-1)
+    probs = np.exp(ranked - ranked[..., :1])
+    probs = probs / probs.sum(axis=-1, keepdims=True)
+    kept = np.zeros(logits.shape, dtype=bool)
+    np.put_along_axis(kept, order, np.cumsum(probs, axis=-1) <= p, axis=-1)
+    return np.where(kept, logits, -np.inf)
+'''
+
+GREEDY_WITHOUT_PADDING = '''def my_greedy_decode(step, state, batch_size, max_length, bos, eos):
+    """Stops when every row has ended, but keeps writing the tokens of rows that ended before."""
+    tokens, log_probs = np.zeros((batch_size, max_length), dtype=np.int64), np.zeros(batch_size)
+    lengths, alive, current = np.zeros(batch_size, dtype=np.int64), np.ones(batch_size, dtype=bool), np.full(batch_size, bos)
+    for t in range(max_length):
+        logits, state = step(state, current)
+        logp = logits - logits.max(axis=-1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(axis=-1, keepdims=True))
+        chosen = logp.argmax(axis=-1)
+        log_probs += np.where(alive, logp[np.arange(batch_size), chosen], 0.0)
+        tokens[:, t], lengths = chosen, lengths + alive
+        alive &= chosen != eos
+        current = chosen
+        if not alive.any():
+            break
+    return tokens[:, :lengths.max()], log_probs, lengths
+
+
+def greedy_on_tables(tables, max_length, bos, eos):
+    """Leave as it is: my_greedy_decode on table_step, row r of the batch following tables[r] (vocab, vocab)."""
+    return my_greedy_decode(table_step, tables, len(tables), max_length, bos, eos)
+'''
+
+# student -> (the tasks they answer wrongly, and how) and their points per hidden test
+LEARN_QUESTIONS = ["layer-norm-backward-values", "layer-norm-backward-orthogonal", "layer-norm-backward-gamma",
+                   "nucleus-values", "nucleus-keeps-the-top", "greedy-values", "greedy-ends-rows",
+                   "smoothed-minimum", "noam-peak"]
+LEARN_EXPECTED = {
+    "solved": ({}, [2, 1, 1, 1, 1, 1, 1, 1, 1]),
+    "blank": (None, [0] * 9),
+    "no_x_hat_term": ({"layer-norm-backward": NO_X_HAT_TERM}, [0, 0, 0, 1, 1, 1, 1, 1, 1]),
+    "no_gamma": ({"layer-norm-backward": NO_GAMMA}, [0, 1, 0, 1, 1, 1, 1, 1, 1]),
+    "mistakes_elsewhere": ({"nucleus": NUCLEUS_DROPPING_THE_TOP, "greedy": GREEDY_WITHOUT_PADDING,
+                            "training-numbers": "answer_smoothed_minimum = -np.log(0.91)  # the right token only\n"
+                                                "answer_noam_peak = 400 ** -0.5  # without d_model\n"},
+                           [2, 1, 1, 0, 0, 0, 0, 0, 0]),
+}
+
+
+def test_wrong_answers_to_the_transformers_that_learn_homework_fail_their_hidden_tests(tmp_path):
+    _, instructor = sources.load(LEARN)
+    solutions = {c.metadata["task"]: c.source for c in instructor.cells if sources.role(c) == "solution"}
+    for student, (changes, _) in LEARN_EXPECTED.items():
+        notebook = student_notebook(sources.resolve(LEARN))
+        if changes is not None:
+            for cell in notebook.cells:
+                if sources.role(cell) == "stub":
+                    cell.source = {**solutions, **changes}[cell.metadata["task"]]
+        nbformat.write(notebook, tmp_path / f"{student}.ipynb")
+    results, _ = grading.grade(LEARN, tmp_path, tmp_path / "out", timeout=10, jobs=2)
+    got = {r["student"]: [r["points"][q] for q in LEARN_QUESTIONS] for r in results}
+    assert got == {student: points for student, (_, points) in LEARN_EXPECTED.items()}, got
+    feedback = (tmp_path / "out" / "feedback" / "no_x_hat_term.md").read_text(encoding="utf-8")
+    assert "the term -x_hat * mean(g * x_hat) is missing" in feedback
+    assert "a row of dx is not orthogonal to x_hat" in feedback
