@@ -37,7 +37,7 @@ from attnbook.learning.seq2seq import (
     reversal_forward,
     reversal_loss_and_gradients,
 )
-from attnbook.learning.tasks import PAD, Seq2SeqBatch, alignment_agreement, reversal_batch
+from attnbook.learning.tasks import BOS, PAD, Seq2SeqBatch, alignment_agreement, reversal_batch
 
 TINY = ReversalConfig(n_symbols=3, min_length=2, max_length=4, d_model=4, n_heads=2, d_ff=8, n_encoder_layers=1,
                       n_decoder_layers=1)
@@ -297,3 +297,19 @@ def test_inputs_that_do_not_fit_are_refused_naming_the_argument(trained):
     with pytest.raises(ValueError, match="config.d_model = 9 is odd"):
         init_reversal(ReversalConfig(d_model=9, n_heads=3))
     assert isinstance(init_reversal(TINY), ReversalParameters)
+
+
+def test_the_cached_steps_rows_stacked_are_the_full_passs_causal_self_attention():
+    trained = load_reversal()
+    source = np.array([[3, 9, 4, 7, 5]])
+    decoder = reversal_decoder(trained.params, source, trained.config)
+    state, fed, rows = decoder.state, [BOS], []
+    for _ in range(6):
+        logits, state = decoder.step(state, np.array(fed[-1:]))
+        rows.append(state.self_rows)
+        fed.append(int(logits.argmax()))
+    full = reversal_forward(trained.params, source, np.array([fed[:-1]]), trained.config).self_weights
+    for layer, weights in enumerate(full):  # (1, h, 6, 6)
+        for t, step_rows in enumerate(rows):
+            np.testing.assert_allclose(step_rows[layer][0], weights[0, :, t, : t + 1], rtol=1e-12, atol=1e-14)
+            assert np.all(weights[0, :, t, t + 1:] == 0)

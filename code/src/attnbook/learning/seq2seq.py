@@ -632,6 +632,9 @@ class CachedState(NamedTuple):
         Per decoder layer, ``(batch, h, n_src, d_head)`` its values.
     source_mask : ndarray
         ``(batch, 1, 1, n_src)`` True on real source tokens.
+    self_rows : tuple of ndarray
+        Per decoder layer, ``(batch, h, t + 1)`` the newest token's row of causal self-attention
+        weights, over the positions ``0 .. t`` in the cache (empty before the first step).
 
     Examples
     --------
@@ -645,6 +648,7 @@ class CachedState(NamedTuple):
     cross_keys: tuple  # per layer: (batch, h, n_src, d_head)
     cross_values: tuple  # per layer: (batch, h, n_src, d_head)
     source_mask: np.ndarray  # (batch, 1, 1, n_src)
+    self_rows: tuple = ()  # per layer: (batch, h, t + 1), the newest row of self-attention weights
 
 
 class PrefixState(NamedTuple):
@@ -714,12 +718,13 @@ def cached_step(params: ReversalParameters, n_heads: int, state: CachedState, to
     >>> trained = load_reversal()
     >>> decoder = reversal_decoder(trained.params, [[3, 4]], trained.config)
     >>> logits, state = cached_step(trained.params, 2, decoder.state, np.array([1]))
-    >>> int(logits.argmax()), len(state.caches[0])
-    (4, 1)
+    >>> int(logits.argmax()), len(state.caches[0]), state.self_rows[0].shape
+    (4, 1, (1, 2, 1))
     """
     d = params.embedding.shape[1]
     t = len(state.caches[0])  # position of the new token
     x = math.sqrt(d) * params.embedding[tokens][:, None, :] + positions(state.caches[0].capacity, d)[t]  # (batch, 1, d)
+    rows = []
     for layer, cache, cross_k, cross_v in zip(params.decoder, state.caches, state.cross_keys, state.cross_values):
         w = layer.self_attention
         q = to_heads(project(x, w.w_q, "x @ w_q + b_q", w.b_q), n_heads)  # (batch, h, 1, d_head)
@@ -727,7 +732,8 @@ def cached_step(params: ReversalParameters, n_heads: int, state: CachedState, to
         v = to_heads(project(x, w.w_v, "x @ w_v + b_v", w.b_v), n_heads)  # (batch, h, 1, d_head)
         cache.write(k, v)  # the cache now holds positions 0 .. t
         scale = 1.0 / math.sqrt(q.shape[-1])
-        heads = attend(q, cache.keys, cache.values, None, scale).output  # (batch, h, 1, d_head)
+        heads, weights = attend(q, cache.keys, cache.values, None, scale)  # (batch, h, 1, d_head), (.., t + 1)
+        rows.append(weights[:, :, 0])  # (batch, h, t + 1): the new row of the causal self-attention
         attended = project(from_heads(heads), w.w_o, "heads @ w_o + b_o", w.b_o)  # (batch, 1, d)
         x = normalize(x + attended, *layer.norm_1)  # (batch, 1, d)
         w = layer.cross_attention
@@ -737,7 +743,7 @@ def cached_step(params: ReversalParameters, n_heads: int, state: CachedState, to
         x = normalize(x + crossed, *layer.norm_2)  # (batch, 1, d)
         x = normalize(x + feed(x, layer.feed_forward), *layer.norm_3)  # (batch, 1, d)
     logits = project(x[:, 0], params.embedding.T, "the logits x @ E.T")  # (batch, vocab)
-    return logits, state
+    return logits, state._replace(self_rows=tuple(rows))
 
 
 def prefix_step(params: ReversalParameters, n_heads: int, state: PrefixState, tokens: np.ndarray) -> tuple:
@@ -783,7 +789,7 @@ def reorder_cached(state: CachedState, index: np.ndarray) -> CachedState:
     """
     return CachedState(tuple(reordered_cache(cache, index) for cache in state.caches),
                        tuple(k[index] for k in state.cross_keys), tuple(v[index] for v in state.cross_values),
-                       state.source_mask[index])
+                       state.source_mask[index], tuple(row[index] for row in state.self_rows))
 
 
 def reorder_prefix(state: PrefixState, index: np.ndarray) -> PrefixState:
