@@ -56,7 +56,7 @@ def test_a_decoder_layer_validates_its_arguments_once_at_its_boundary():
     # the boundary only: y and memory (2 as_float_array, 2 check_min_ndim), the 26 arrays of the weights
     # (two attentions of 8, a feed-forward network of 4, three norms of 2), n_heads, the mask, the batches;
     # nothing from multihead.py, attention.py or softmax.py
-    assert set(entries) == {("transformer.py", "decoder_layer"), ("transformer.py", "_check_layer_weights"),
+    assert set(entries) == {("transformer.py", "check_decoder_layer_inputs"), ("transformer.py", "_check_layer_weights"),
                             ("transformer.py", "check")}
     assert sum(entries.values()) == 2 + 2 + 26 + 1 + 1 + 1
 

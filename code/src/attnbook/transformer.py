@@ -28,6 +28,10 @@ __all__ = [
     "EncoderLayerResult",
     "EncoderLayerWeights",
     "FeedForwardWeights",
+    "check_decoder_layer_inputs",
+    "check_encoder_layer_inputs",
+    "check_feed_forward_inputs",
+    "check_layer_norm_inputs",
     "decoder_layer",
     "encoder_layer",
     "feed_forward",
@@ -194,6 +198,31 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     >>> np.round(layer_norm(np.array([[-1000.0, 0.0, 1000.0]], dtype=np.float16)), 4).tolist()
     [[-1.2247, 0.0, 1.2247]]
     """
+    x, gamma, beta, eps = check_layer_norm_inputs(x, gamma, beta, eps)  # once, at the boundary
+    return normalize(x, gamma, beta, eps)
+
+
+def check_layer_norm_inputs(x, gamma=None, beta=None, eps: float = 1e-5) -> tuple:
+    """Every check of :func:`layer_norm`, in one call; returns its arguments checked.
+
+    Parameters
+    ----------
+    x, gamma, beta, eps
+        As in :func:`layer_norm`.
+
+    Returns
+    -------
+    tuple
+        ``(x, gamma, beta, eps)``: float arrays (``gamma`` and ``beta`` filled in with ones and zeros
+        when left out) and ``eps`` as given.
+
+    Examples
+    --------
+    >>> check_layer_norm_inputs(np.ones((2, 3)), gamma=np.ones(4))
+    Traceback (most recent call last):
+    ...
+    ValueError: gamma has shape (4,) but x has shape (2, 3); expected (3,)
+    """
     x = as_float_array(x, "x")  # (..., d)
     check_min_ndim(x, "x", 1, "(..., d)")
     d = x.shape[-1]
@@ -204,7 +233,7 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
             raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
-    return normalize(x, gamma, beta, eps)
+    return x, gamma, beta, eps
 
 
 def normalize(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> np.ndarray:
@@ -213,11 +242,25 @@ def normalize(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1
     >>> normalize(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), 0.0).tolist()
     [[-1.0, 1.0]]
     """
+    return normalize_parts(x, gamma, beta, eps)[0]  # (..., d)
+
+
+def normalize_parts(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> tuple:
+    """Unchecked kernel of :func:`layer_norm` that also returns what its backward pass needs.
+
+    Returns ``(y, x_hat, std)``: the output ``(..., d)``, the standardised rows
+    ``x_hat = (x - mean) / std`` ``(..., d)`` and ``std = sqrt(variance + eps)`` ``(..., 1)``.
+
+    >>> y, x_hat, std = normalize_parts(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), 0.0)
+    >>> x_hat.tolist(), std.tolist()
+    ([[-1.0, 1.0]], [[1.0]])
+    """
     out_dtype = np.result_type(x, gamma, beta)
     x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d); float32 and float64 unchanged
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    variance = x.var(axis=-1, keepdims=True)  # (..., 1)
-    return ((x - mean) / np.sqrt(variance + eps) * gamma + beta).astype(out_dtype, copy=False)  # (..., d)
+    std = np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
+    x_hat = (x - mean) / std  # (..., d): mean 0, variance 1 (up to eps)
+    return (x_hat * gamma + beta).astype(out_dtype, copy=False), x_hat, std  # (..., d), (..., d), (..., 1)
 
 
 def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
@@ -283,6 +326,30 @@ def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     ...
     ValueError: x has shape (3, 5) but weights.w_1 has shape (4, 8); x needs d_model = 4 columns
     """
+    x, weights = check_feed_forward_inputs(x, weights)  # once, at the boundary
+    return feed(x, weights)
+
+
+def check_feed_forward_inputs(x, weights: FeedForwardWeights) -> tuple:
+    """Every check of :func:`feed_forward`, in one call; returns its arguments checked.
+
+    Parameters
+    ----------
+    x, weights
+        As in :func:`feed_forward`.
+
+    Returns
+    -------
+    tuple
+        ``(x, weights)``: a float array and the weights as float arrays.
+
+    Examples
+    --------
+    >>> check_feed_forward_inputs(np.ones((3, 4)), (np.eye(4),))
+    Traceback (most recent call last):
+    ...
+    TypeError: weights must be FeedForwardWeights, got tuple
+    """
     x = as_float_array(x, "x")  # (..., n, d_model)
     if not isinstance(weights, FeedForwardWeights):
         raise TypeError(f"weights must be FeedForwardWeights, got {type(weights).__name__}")
@@ -290,7 +357,7 @@ def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     if x.shape[-1] != w_1.shape[0]:
         raise ValueError(f"x has shape {x.shape} but weights.w_1 has shape {w_1.shape}; "
                          f"x needs d_model = {w_1.shape[0]} columns")
-    return feed(x, FeedForwardWeights(w_1, b_1, w_2, b_2))
+    return x, FeedForwardWeights(w_1, b_1, w_2, b_2)
 
 
 def feed(x: np.ndarray, weights: FeedForwardWeights) -> np.ndarray:
@@ -299,9 +366,21 @@ def feed(x: np.ndarray, weights: FeedForwardWeights) -> np.ndarray:
     >>> feed(np.ones((1, 2)), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2))).tolist()
     [[2.0, 2.0]]
     """
+    return feed_parts(x, weights)[0]  # (..., n, d_model)
+
+
+def feed_parts(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
+    """Unchecked kernel of :func:`feed_forward` that also returns the hidden layer, for the backward pass.
+
+    Returns ``(y, hidden)``: the output ``(..., n, d_model)`` and ``max(0, x W_1 + b_1)`` ``(..., n, d_ff)``.
+
+    >>> y, hidden = feed_parts(np.array([[1.0, -1.0]]), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2)))
+    >>> y.tolist(), hidden.tolist()
+    ([[2.0, 1.0]], [[1.0, 0.0]])
+    """
     w_1, b_1, w_2, b_2 = weights
     hidden = np.maximum(x @ w_1 + b_1, 0)  # (..., n, d_ff)
-    return hidden @ w_2 + b_2  # (..., n, d_model)
+    return hidden @ w_2 + b_2, hidden  # (..., n, d_model), (..., n, d_ff)
 
 
 def _unit_norm(d_model: int) -> tuple[np.ndarray, np.ndarray]:
@@ -448,14 +527,7 @@ def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
     >>> encoder_layer(np.ones((3, 4)), layer, n_heads=2).weights.shape
     (2, 3, 3)
     """
-    if not isinstance(weights, EncoderLayerWeights):
-        raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    check_min_ndim(x, "x", 2, "(..., n, d_model)")
-    w = _check_layer_weights(weights, x.shape[-1], "x")
-    n_heads = check_heads(x.shape[-1], n_heads)
-    mask = None if mask is None else check_head_mask(mask, x.shape[-2], x.shape[-2])  # (..., h | 1, n | 1, n)
-    check_head_batches({"x": x.shape}, mask)
+    x, w, n_heads, mask = check_encoder_layer_inputs(x, weights, n_heads, mask)  # once, at the boundary
     attended, attention = multi_head(x, x, x, w.self_attention, n_heads, mask)  # (..., n, d_model), (..., h, n, n)
     x = normalize(x + attended, *w.norm_1)  # (..., n, d_model)
     x = normalize(x + feed(x, w.feed_forward), *w.norm_2)  # (..., n, d_model)
@@ -495,6 +567,73 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     >>> out.shape, self_w.shape, cross_w.shape
     ((2, 4), (2, 2, 2), (2, 2, 3))
     """
+    y, memory, w, n_heads, memory_mask = check_decoder_layer_inputs(y, memory, weights, n_heads,
+                                                                    memory_mask)  # once, at the boundary
+    future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
+    attended, self_weights = multi_head(y, y, y, w.self_attention, n_heads, future)  # (..., n_t, d), (..., h, n_t, n_t)
+    y = normalize(y + attended, *w.norm_1)  # (..., n_t, d_model)
+    crossed, cross_weights = multi_head(y, memory, memory, w.cross_attention, n_heads,
+                                        memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
+    y = normalize(y + crossed, *w.norm_2)  # (..., n_t, d_model)
+    y = normalize(y + feed(y, w.feed_forward), *w.norm_3)  # (..., n_t, d_model)
+    return DecoderLayerResult(y, self_weights, cross_weights)  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
+
+
+def check_encoder_layer_inputs(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
+    """Every check of :func:`encoder_layer`, in one call; returns its arguments checked.
+
+    Parameters
+    ----------
+    x, weights, n_heads, mask
+        As in :func:`encoder_layer`.
+
+    Returns
+    -------
+    tuple
+        ``(x, weights, n_heads, mask)``: a float array, the weights as float arrays of the same
+        structure, ``n_heads`` as an int and the mask as booleans laid out ``(..., h | 1, n | 1, n)``
+        (or None).
+
+    Examples
+    --------
+    >>> check_encoder_layer_inputs(np.ones((3, 4)), init_encoder_layer(4, 8), n_heads=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model = 4 is not divisible by n_heads = 3; each head needs d_model / n_heads dimensions
+    """
+    if not isinstance(weights, EncoderLayerWeights):
+        raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    check_min_ndim(x, "x", 2, "(..., n, d_model)")
+    w = _check_layer_weights(weights, x.shape[-1], "x")
+    n_heads = check_heads(x.shape[-1], n_heads)
+    mask = None if mask is None else check_head_mask(mask, x.shape[-2], x.shape[-2])  # (..., h | 1, n | 1, n)
+    check_head_batches({"x": x.shape}, mask)
+    return x, w, n_heads, mask
+
+
+def check_decoder_layer_inputs(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None) -> tuple:
+    """Every check of :func:`decoder_layer`, in one call; returns its arguments checked.
+
+    Parameters
+    ----------
+    y, memory, weights, n_heads, memory_mask
+        As in :func:`decoder_layer`.
+
+    Returns
+    -------
+    tuple
+        ``(y, memory, weights, n_heads, memory_mask)``: float arrays, the weights as float arrays of
+        the same structure, ``n_heads`` as an int and the mask as booleans laid out
+        ``(..., h | 1, n_t | 1, n_s)`` (or None).
+
+    Examples
+    --------
+    >>> check_decoder_layer_inputs(np.ones((2, 4)), np.ones((3, 5)), init_decoder_layer(4, 8), n_heads=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: y has shape (2, 4) but memory has shape (3, 5); both need the model width d_model in the last dimension
+    """
     if not isinstance(weights, DecoderLayerWeights):
         raise TypeError(f"weights must be DecoderLayerWeights, got {type(weights).__name__}")
     y = as_float_array(y, "y")  # (..., n_t, d_model)
@@ -509,11 +648,4 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     if memory_mask is not None:
         memory_mask = check_head_mask(memory_mask, y.shape[-2], memory.shape[-2], "memory_mask")  # (..., h | 1, n_t | 1, n_s)
     check_head_batches({"y": y.shape, "memory": memory.shape}, memory_mask, "memory_mask")
-    future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
-    attended, self_weights = multi_head(y, y, y, w.self_attention, n_heads, future)  # (..., n_t, d), (..., h, n_t, n_t)
-    y = normalize(y + attended, *w.norm_1)  # (..., n_t, d_model)
-    crossed, cross_weights = multi_head(y, memory, memory, w.cross_attention, n_heads,
-                                        memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
-    y = normalize(y + crossed, *w.norm_2)  # (..., n_t, d_model)
-    y = normalize(y + feed(y, w.feed_forward), *w.norm_3)  # (..., n_t, d_model)
-    return DecoderLayerResult(y, self_weights, cross_weights)  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
+    return y, memory, w, n_heads, memory_mask

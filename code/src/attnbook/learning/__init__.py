@@ -1,3 +1,4 @@
-"""Learning attention: backward passes (``gradients``), optimisers (``optim``) and a small training task
-(``training``). Import from the modules: ``from attnbook.learning.gradients import attention_backward``.
+"""Learning attention: backward passes (``gradients``; ``layers``, of every layer of a Transformer),
+optimisers on parameter trees (``optim``), a training loop (``loop``) and two small training tasks
+(``training``, ``lengths``). Import from the modules: ``from attnbook.learning.layers import encoder_layer_vjp``.
 """

@@ -37,6 +37,7 @@ __all__ = [
     "linear_backward",
     "score_gradient",
     "softmax_backward",
+    "token_cross_entropy",
 ]
 
 
@@ -90,10 +91,13 @@ class LinearGradients(NamedTuple):
     dw: np.ndarray  # (d_in, d_out), the shape of w
 
 
-def _sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Undo broadcasting: sum ``grad`` over the axes along which an input of ``shape`` was broadcast.
+def sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Unchecked kernel: undo broadcasting, summing ``grad`` over the axes along which an input of ``shape`` was spread.
 
     An input that was used for every element of a batch receives the sum of their gradients.
+
+    >>> sum_to_shape(np.ones((2, 3, 4)), (1, 4)).tolist()
+    [[6.0, 6.0, 6.0, 6.0]]
     """
     extra = grad.ndim - len(shape)
     summed = grad.sum(axis=tuple(range(extra))) if extra else grad  # (*shape, with 1s kept)
@@ -278,8 +282,8 @@ def backpropagate(q, k, v, a, g, mask, factor) -> tuple[AttentionGradients, np.n
     d_raw = ds * np.asarray(factor, dtype=ds.dtype)  # (..., n_q, n_k): d(q k^T) = scale * dS
     dq = d_raw @ k  # (..., n_q, d_k): dQ = scale * dS K
     dk = np.swapaxes(d_raw, -1, -2) @ q  # (..., n_k, d_k): dK = scale * dS^T Q
-    grads = AttentionGradients(_sum_to_shape(dq, q.shape), _sum_to_shape(dk, k.shape),
-                               _sum_to_shape(dv, v.shape))
+    grads = AttentionGradients(sum_to_shape(dq, q.shape), sum_to_shape(dk, k.shape),
+                               sum_to_shape(dv, v.shape))
     return grads, ds
 
 
@@ -494,3 +498,93 @@ def entropy_grads(z: np.ndarray, t: np.ndarray) -> np.ndarray:
     p = np.exp(_log_softmax(z))  # (..., n_classes)
     np.put_along_axis(p, t[..., None], np.take_along_axis(p, t[..., None], axis=-1) - 1, axis=-1)
     return p / t.size  # (..., n_classes)
+
+
+def token_cross_entropy(logits, targets, mask=None, label_smoothing: float = 0.0) -> tuple:
+    r"""Mean cross-entropy of next-token predictions over the positions ``mask`` keeps, and its gradient.
+
+    .. math:: L = \frac{1}{|M|} \sum_{r \in M} \Bigl(-(1 - \varepsilon) \log p_{r, t_r}
+              - \frac{\varepsilon}{V} \sum_{j=1}^{V} \log p_{r j}\Bigr), \qquad
+              \frac{\partial L}{\partial z_r} = \frac{p_r - q_r}{|M|}, \quad
+              q_r = (1 - \varepsilon)\, e_{t_r} + \frac{\varepsilon}{V}
+
+    with :math:`p_r = \operatorname{softmax}(z_r)` and :math:`M` the positions where ``mask`` is True.
+    The target distribution :math:`q_r` is the label smoothing of Szegedy et al. (2016), used by Vaswani
+    et al. (2017) with :math:`\varepsilon = 0.1`; it is PyTorch's
+    ``F.cross_entropy(logits, targets, ignore_index=..., label_smoothing=eps)``, with the padded positions
+    as the ignored ones. The log-softmax is shifted by each row's maximum, so large logits (float32
+    included) give finite numbers. The targets of positions left out by ``mask`` are ignored (a padding
+    id, or -100, is fine there).
+
+    Parameters
+    ----------
+    logits : array_like
+        ``(..., V)`` scores over the vocabulary, one row per position.
+    targets : array_like of int
+        ``(...)`` the class index of each position.
+    mask : array_like of bool, optional
+        ``(...)``, True where a position counts (False for padding); default every position.
+    label_smoothing : float
+        ``eps`` in ``[0, 1)``; 0 is the plain cross-entropy.
+
+    Returns
+    -------
+    tuple
+        ``(loss, dlogits)``: the mean loss as a float and ``dL/dlogits`` ``(..., V)``, zero at the
+        positions left out.
+
+    Examples
+    --------
+    >>> loss, dlogits = token_cross_entropy(np.zeros((2, 4)), np.array([1, 3]), mask=np.array([True, False]))
+    >>> round(loss, 4), dlogits.tolist()
+    (1.3863, [[0.25, -0.75, 0.25, 0.25], [0.0, 0.0, 0.0, 0.0]])
+    >>> round(token_cross_entropy(np.array([[0.0, 0.0]]), np.array([0]), label_smoothing=0.2)[0], 4)
+    0.6931
+    >>> token_cross_entropy(np.zeros((2, 4)), np.array([1, 3]), mask=np.array([False, False]))
+    Traceback (most recent call last):
+    ...
+    ValueError: mask is False everywhere; the mean loss of no positions is undefined
+    """
+    z = as_float_array(logits, "logits")  # (..., V)
+    check_min_ndim(z, "logits", 1, "(..., V)")
+    t = np.asarray(targets)  # (...)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"targets has dtype {t.dtype}; expected integer class indices")
+    if t.shape != z.shape[:-1]:
+        raise ValueError(f"targets has shape {t.shape} but logits has shape {z.shape}; "
+                         f"expected targets of shape {z.shape[:-1]} (one class index per position)")
+    if mask is None:
+        keep = np.ones(t.shape, dtype=bool)  # (...)
+    else:
+        keep = as_bool_mask(mask)  # (...)
+        if keep.shape != t.shape:
+            raise ValueError(f"mask has shape {keep.shape} but targets has shape {t.shape}; they must be equal")
+    if not keep.any():
+        raise ValueError("mask is False everywhere; the mean loss of no positions is undefined")
+    outside = keep & ((t < 0) | (t >= z.shape[-1]))  # (...)
+    if outside.any():
+        raise ValueError(f"targets contains the class {int(t[outside].flat[0])}, outside 0 .. {z.shape[-1] - 1}, "
+                         "at a position mask keeps")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) \
+            or not 0 <= label_smoothing < 1:
+        raise ValueError(f"label_smoothing must be a number in [0, 1), got {label_smoothing!r}")
+    return token_entropy(z, t, keep, float(label_smoothing))
+
+
+def token_entropy(z: np.ndarray, t: np.ndarray, keep: np.ndarray, smoothing: float = 0.0) -> tuple:
+    """Unchecked kernel of :func:`token_cross_entropy`; ``keep`` is a boolean array of the shape of ``t``.
+
+    >>> loss, dz = token_entropy(np.zeros((1, 2)), np.array([0]), np.array([True]))
+    >>> round(loss, 4), dz.tolist()
+    (0.6931, [[-0.5, 0.5]])
+    """
+    n_kept, n_classes = int(keep.sum()), z.shape[-1]
+    t = np.where(keep, t, 0)  # (...): any class at a position left out
+    log_p = _log_softmax(z)  # (..., V)
+    picked = np.take_along_axis(log_p, t[..., None], axis=-1)[..., 0]  # (...): log p of the target
+    per_position = -(1 - smoothing) * picked - smoothing * log_p.mean(axis=-1)  # (...)
+    loss = float(np.sum(np.where(keep, per_position, 0), dtype=np.float64) / n_kept)
+    q = np.full_like(log_p, smoothing / n_classes)  # (..., V): the smoothed target distribution
+    np.put_along_axis(q, t[..., None], 1 - smoothing + smoothing / n_classes, axis=-1)
+    dz = np.where(keep[..., None], (np.exp(log_p) - q) / n_kept, 0).astype(z.dtype, copy=False)  # (..., V)
+    return loss, dz

@@ -1,4 +1,8 @@
-"""Optimisers for a NamedTuple of parameter arrays: plain gradient descent and Adam.
+"""Optimisers for a tree of parameter arrays: plain gradient descent and Adam, the Noam schedule, clipping.
+
+A parameter *tree* is a NamedTuple whose fields are arrays or, nested to any depth, NamedTuples, tuples
+and lists of arrays: a model holding a tuple of :class:`attnbook.EncoderLayerWeights` is one. Its
+gradients form a tree of the same structure; :func:`tree_leaves` and :func:`tree_map` walk both.
 
 >>> import numpy as np
 >>> from attnbook.learning.training import RecallParameters
@@ -14,7 +18,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["AdamState", "adam_step", "check_learning_rate", "init_adam", "sgd_step"]
+from ..validation import check_positive_int
+
+__all__ = [
+    "AdamState",
+    "adam_step",
+    "check_gradients",
+    "check_learning_rate",
+    "clip_by_global_norm",
+    "init_adam",
+    "noam_rate",
+    "sgd_step",
+    "tree_leaves",
+    "tree_map",
+]
 
 
 class AdamState(NamedTuple):
@@ -23,9 +40,10 @@ class AdamState(NamedTuple):
     Attributes
     ----------
     m : tuple of ndarray
-        First moments (running means of the gradients), shaped like the parameters.
+        First moments (running means of the gradients), one per leaf of the parameters
+        (:func:`tree_leaves`), shaped like it.
     v : tuple of ndarray
-        Second moments (running means of the squared gradients), shaped like the parameters.
+        Second moments (running means of the squared gradients), one per leaf.
     step : int
         Steps taken so far, ``t`` in the bias corrections.
 
@@ -35,8 +53,8 @@ class AdamState(NamedTuple):
     AdamState(m=(array([0., 0.]),), v=(array([0., 0.]),), step=0)
     """
 
-    m: tuple  # first moments, shaped like the parameters
-    v: tuple  # second moments, shaped like the parameters
+    m: tuple  # first moments, one per leaf of the parameters, shaped like it
+    v: tuple  # second moments, one per leaf
     step: int
 
 
@@ -62,21 +80,144 @@ def check_learning_rate(learning_rate) -> float:
     ...
     ValueError: learning_rate must be a positive finite number, got 0
     """
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
-        raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
-    if not math.isfinite(learning_rate) or learning_rate <= 0:
-        raise ValueError(f"learning_rate must be a positive finite number, got {learning_rate!r}")
-    return float(learning_rate)
+    return _positive_number(learning_rate, "learning_rate")
 
 
-def _checked_pair(params, grads) -> None:
+def _positive_number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def tree_leaves(tree) -> list:
+    r"""The arrays of a parameter tree, depth first, in the order of the fields.
+
+    .. math:: \operatorname{leaves}((t_1, \dots, t_k)) = \operatorname{leaves}(t_1) \,\Vert\, \dots
+              \,\Vert\, \operatorname{leaves}(t_k), \qquad \operatorname{leaves}(a) = [a]
+
+    NamedTuples, tuples and lists are branches; anything else (an array, a number) is a leaf.
+
+    Parameters
+    ----------
+    tree : NamedTuple, tuple, list or ndarray
+        The tree.
+
+    Returns
+    -------
+    list
+        Its leaves.
+
+    Examples
+    --------
+    >>> from attnbook import init_encoder_layer
+    >>> len(tree_leaves(init_encoder_layer(4, 8)))                     # 8 + 4 + 2 + 2
+    16
+    >>> tree_leaves(((np.zeros(1), [np.ones(2)]), np.ones(3)))[1].tolist()
+    [1.0, 1.0]
+    """
+    if isinstance(tree, (tuple, list)):
+        return [leaf for branch in tree for leaf in tree_leaves(branch)]
+    return [tree]
+
+
+def tree_map(f, tree, *rest):
+    r"""Apply ``f`` to the leaves of ``tree`` (and the matching leaves of ``rest``), keeping the structure.
+
+    .. math:: \operatorname{map}(f, (t_1, \dots, t_k), (r_1, \dots, r_k))
+              = (\operatorname{map}(f, t_1, r_1), \dots, \operatorname{map}(f, t_k, r_k))
+
+    Parameters
+    ----------
+    f : callable
+        Takes one leaf of ``tree`` and the matching leaf of each of ``rest``.
+    tree : NamedTuple, tuple, list or ndarray
+        The tree whose structure the result takes.
+    *rest : trees
+        Trees of the same structure and leaf shapes as ``tree``.
+
+    Returns
+    -------
+    tree
+        ``f``'s results, in the structure (and NamedTuple types) of ``tree``.
+
+    Examples
+    --------
+    >>> from attnbook.learning.training import RecallParameters
+    >>> p = RecallParameters(*[np.ones(2)] * 4)
+    >>> tree_map(lambda w, g: w - 0.5 * g, p, p).w_k.tolist()
+    [0.5, 0.5]
+    >>> tree_map(np.add, (np.ones(2), [np.ones(1)]), (np.ones(2), (np.ones(1),)))
+    Traceback (most recent call last):
+    ...
+    TypeError: rest[0][1] is a tuple of 1 but tree[1] is a list of 1; rest[0] must have the structure of tree
+    """
+    if not callable(f):
+        raise TypeError(f"f must be callable, got {type(f).__name__}")
+    for index, other in enumerate(rest):
+        _check_same_tree(tree, other, "tree", f"rest[{index}]")
+    return map_tree(f, tree, *rest)
+
+
+def map_tree(f, tree, *rest):
+    """Unchecked kernel of :func:`tree_map`.
+
+    >>> map_tree(lambda a: 2 * a, [np.ones(1), (np.ones(1),)])[1][0].tolist()
+    [2.0]
+    """
+    if isinstance(tree, (tuple, list)):
+        branches = [map_tree(f, *parts) for parts in zip(tree, *rest)]
+        return type(tree)(*branches) if hasattr(tree, "_fields") else type(tree)(branches)
+    return f(tree, *rest)
+
+
+def _describe(node) -> str:
+    return f"a {type(node).__name__}" + (f" of {len(node)}" if isinstance(node, (tuple, list)) else "")
+
+
+def _check_same_tree(reference, other, reference_name: str, other_name: str, path: str = "",
+                     named: str = "") -> None:
+    """Refuse ``other`` unless it has the structure and leaf shapes of ``reference``, naming the first
+    difference by its index path (``grads[1][0]``) and, for a leaf in NamedTuples, by its field path
+    (``params.layers[0].feed_forward.w_1``)."""
+    if isinstance(reference, (tuple, list)) or isinstance(other, (tuple, list)):
+        if type(other) is not type(reference) or len(other) != len(reference):
+            raise TypeError(f"{other_name}{path} is {_describe(other)} but {reference_name}{path} is "
+                            f"{_describe(reference)}; {other_name} must have the structure of {reference_name}")
+        fields = getattr(reference, "_fields", None)
+        for index, (a, b) in enumerate(zip(reference, other)):
+            step = f".{fields[index]}" if fields else f"[{index}]"
+            _check_same_tree(a, b, reference_name, other_name, f"{path}[{index}]", named + step)
+    elif np.shape(reference) != np.shape(other):
+        leaf = f" (the leaf {reference_name}{named})" if named != path else ""
+        raise ValueError(f"{other_name}{path} has shape {np.shape(other)} but {reference_name}{path} has shape "
+                         f"{np.shape(reference)}{leaf}")
+
+
+def check_gradients(params, grads) -> None:
+    """Refuse parameters that are not a tree in a NamedTuple, and gradients of another structure or shape.
+
+    Parameters
+    ----------
+    params : NamedTuple
+        The parameter tree: a NamedTuple of arrays, NamedTuples, tuples and lists.
+    grads : NamedTuple
+        Their gradients, of the same structure, NamedTuple types and shapes.
+
+    Examples
+    --------
+    >>> from attnbook.learning.training import RecallParameters
+    >>> p = RecallParameters(*[np.zeros(2)] * 4)
+    >>> check_gradients(p, p._replace(w_v=np.zeros(3)))
+    Traceback (most recent call last):
+    ...
+    ValueError: grads[2] has shape (3,) but params[2] has shape (2,) (the leaf params.w_v)
+    """
     if not (isinstance(params, tuple) and hasattr(params, "_fields")):
-        raise TypeError(f"params must be a NamedTuple of arrays, got {type(params).__name__}")
-    if type(params) is not type(grads) or len(params) != len(grads):
-        raise TypeError("grads must have the structure of params (the same NamedTuple type)")
-    for index, (w, g) in enumerate(zip(params, grads)):
-        if np.shape(w) != np.shape(g):
-            raise ValueError(f"grads[{index}] has shape {np.shape(g)} but params[{index}] has shape {np.shape(w)}")
+        raise TypeError(f"params must be a NamedTuple of arrays, got {type(params).__name__}; a tree nests "
+                        "NamedTuples, tuples and lists of arrays in one NamedTuple")
+    _check_same_tree(params, grads, "params", "grads")
 
 
 def sgd_step(params, grads, learning_rate: float = 0.1):
@@ -87,7 +228,7 @@ def sgd_step(params, grads, learning_rate: float = 0.1):
     Parameters
     ----------
     params : NamedTuple of ndarray
-        The parameters.
+        The parameters: a tree (arrays, NamedTuples, tuples and lists nested in a NamedTuple).
     grads : NamedTuple of ndarray
         Their gradients, of the same structure and shapes.
     learning_rate : float
@@ -105,7 +246,7 @@ def sgd_step(params, grads, learning_rate: float = 0.1):
     [0.5, 0.5]
     """
     rate = check_learning_rate(learning_rate)
-    _checked_pair(params, grads)
+    check_gradients(params, grads)
     return descend(params, grads, rate)
 
 
@@ -116,7 +257,7 @@ def descend(params, grads, rate: float):
     >>> descend(RecallParameters(*[np.ones(1)] * 4), RecallParameters(*[np.ones(1)] * 4), 0.5).w_k.tolist()
     [0.5]
     """
-    return type(params)(*(w - rate * g for w, g in zip(params, grads)))
+    return map_tree(lambda w, g: w - rate * g, params, grads)
 
 
 def init_adam(params) -> AdamState:
@@ -127,19 +268,20 @@ def init_adam(params) -> AdamState:
     Parameters
     ----------
     params : NamedTuple of ndarray
-        The parameters the moments will follow.
+        The parameters the moments will follow (a tree).
 
     Returns
     -------
     AdamState
-        Zero first and second moments shaped like the parameters, and step 0.
+        Zero first and second moments shaped like the leaves of the parameters, and step 0.
 
     Examples
     --------
     >>> init_adam((np.ones(2),)).step
     0
     """
-    return AdamState(tuple(np.zeros_like(w) for w in params), tuple(np.zeros_like(w) for w in params), 0)
+    leaves = tree_leaves(params)
+    return AdamState(tuple(np.zeros_like(w) for w in leaves), tuple(np.zeros_like(w) for w in leaves), 0)
 
 
 def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta1: float = 0.9,
@@ -154,7 +296,7 @@ def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta
     Parameters
     ----------
     params, grads : NamedTuple of ndarray
-        The parameters and their gradients, of the same structure.
+        The parameters and their gradients: trees of the same structure.
     state : AdamState
         The moments so far (see :func:`init_adam`).
     learning_rate : float
@@ -178,8 +320,8 @@ def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta
     [-0.1] 1
     """
     rate = check_learning_rate(learning_rate)
-    _checked_pair(params, grads)
-    if not isinstance(state, AdamState) or len(state.m) != len(params):
+    check_gradients(params, grads)
+    if not isinstance(state, AdamState) or len(state.m) != len(tree_leaves(params)):
         raise TypeError("state must be the AdamState of these parameters (see init_adam)")
     for name, beta in (("beta1", beta1), ("beta2", beta2)):
         if not 0 <= beta < 1:
@@ -197,11 +339,111 @@ def adam_update(params, grads, state: AdamState, rate: float, beta1: float = 0.9
     [-0.1]
     """
     step = state.step + 1
+    grads = tree_leaves(grads)
     m = tuple(beta1 * m_i + (1 - beta1) * g for m_i, g in zip(state.m, grads))
     v = tuple(beta2 * v_i + (1 - beta2) * g * g for v_i, g in zip(state.v, grads))
     new = []
-    for w, m_i, v_i in zip(params, m, v):
+    for w, m_i, v_i in zip(tree_leaves(params), m, v):
         m_hat = m_i / (1 - beta1**step)  # bias correction: the moments start at 0
         v_hat = v_i / (1 - beta2**step)
         new.append(w - rate * m_hat / (np.sqrt(v_hat) + eps))
-    return type(params)(*new), AdamState(m, v, step)
+    stepped = iter(new)
+    return map_tree(lambda _: next(stepped), params), AdamState(m, v, step)  # the leaves back in the tree
+
+
+def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    r"""The learning rate of Vaswani et al. (2017, section 5.3): a linear warm-up, then a decay as ``step^-1/2``.
+
+    .. math:: \eta(s) = f \cdot d_\text{model}^{-1/2} \cdot \min\left(s^{-1/2},\; s \cdot w^{-3/2}\right)
+
+    The two terms are equal at ``step = warmup``, where the rate peaks at
+    ``factor / sqrt(d_model * warmup)``. Steps count from 1.
+
+    Parameters
+    ----------
+    step : int
+        The step, from 1.
+    d_model : int
+        The model width.
+    warmup : int
+        The steps of the warm-up, ``w`` (4000 in the paper).
+    factor : float
+        A multiplier ``f``; 1 in the paper.
+
+    Returns
+    -------
+    float
+        The learning rate at ``step``.
+
+    Examples
+    --------
+    >>> round(noam_rate(4000, 512, 4000), 7)                           # the paper's peak
+    0.0006988
+    >>> bool(np.isclose(noam_rate(2000, 512, 4000), noam_rate(4000, 512, 4000) / 2))   # half-way up
+    True
+    """
+    step = check_positive_int(step, "step")
+    d_model = check_positive_int(d_model, "d_model")
+    warmup = check_positive_int(warmup, "warmup")
+    return noam(step, d_model, warmup, _positive_number(factor, "factor"))
+
+
+def noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """Unchecked kernel of :func:`noam_rate`.
+
+    >>> noam(1, 1, 1)
+    1.0
+    """
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def clip_by_global_norm(grads, max_norm: float) -> tuple:
+    r"""Scale a tree of gradients down to a global norm of at most ``max_norm``; returns ``(clipped, norm)``.
+
+    .. math:: \lVert g \rVert = \sqrt{\textstyle\sum_\text{leaves} \sum g^2}, \qquad
+              g \leftarrow g \cdot \min\left(1, \frac{c}{\lVert g \rVert}\right)
+
+    Every leaf is scaled by the same factor, so the direction of the step is kept (Pascanu et al., 2013).
+
+    Parameters
+    ----------
+    grads : NamedTuple, tuple, list or ndarray
+        The gradients, a tree.
+    max_norm : float
+        The largest norm ``c`` let through (positive).
+
+    Returns
+    -------
+    tuple
+        ``(clipped, norm)``: the gradients, of the same structure (the same object when the norm is at
+        most ``max_norm``), and their global norm before clipping, a float.
+
+    Examples
+    --------
+    >>> clipped, norm = clip_by_global_norm((np.array([3.0]), np.array([4.0])), max_norm=1.0)
+    >>> norm, [np.round(g, 4).tolist() for g in clipped]
+    (5.0, [[0.6], [0.8]])
+    """
+    return clip_tree(grads, _positive_number(max_norm, "max_norm"))
+
+
+def global_norm(tree) -> float:
+    """Unchecked kernel: the Euclidean norm of all the leaves of ``tree`` together.
+
+    >>> global_norm([np.array([3.0]), (np.array([4.0]),)])
+    5.0
+    """
+    return math.sqrt(sum(float(np.sum(np.square(leaf))) for leaf in tree_leaves(tree)))
+
+
+def clip_tree(grads, max_norm: float) -> tuple:
+    """Unchecked kernel of :func:`clip_by_global_norm`.
+
+    >>> clip_tree([np.array([0.5])], 1.0)[1]
+    0.5
+    """
+    norm = global_norm(grads)
+    if norm <= max_norm:
+        return grads, norm
+    scale = max_norm / norm
+    return map_tree(lambda g: g * scale, grads), norm

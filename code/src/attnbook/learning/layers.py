@@ -1,0 +1,543 @@
+"""Backward passes of every layer of a Transformer, in the style of ``jax.vjp``: the forward result and ``back``.
+
+Each ``*_vjp`` function runs a layer forward with the package's own kernels (so its output equals the
+layer's, number for number) and returns it with a closure ``back``. Given the gradient of a scalar loss
+``L`` with respect to the output, ``back`` returns the gradients with respect to the parameters, in the
+NamedTuple type of the weights (an optimiser treats weights and gradients alike), and with respect to
+the inputs. The closure keeps what the forward pass computed: the attention weights, the standardised
+rows of each layer norm, the hidden layer of each feed-forward network.
+
+A post-norm sub-layer ``y = LN(x + f(x))`` sends the gradient back in two steps, by the chain rule:
+``ds = LN-VJP(dy)``, then ``dx = ds + f-VJP(ds)``; the residual connection passes ``ds`` through
+unchanged. Self-attention uses ``x`` three times (query, key and value), so ``dx`` adds the three.
+
+Each public function checks its arguments once; its unchecked kernel (``encoder_layer_tape``,
+``multi_head_tape``, ...) lets a model's loss, checked once itself, call the layers without checking
+again. A decoder-only (GPT-style) layer is :func:`encoder_layer_vjp` with a causal mask.
+
+>>> import numpy as np
+>>> from attnbook import init_encoder_layer
+>>> x = np.random.default_rng(0).standard_normal((3, 4))              # (n, d_model)
+>>> (out, attention), back = encoder_layer_vjp(x, init_encoder_layer(4, 8, seed=0), n_heads=2)
+>>> grads, dx = back(np.ones_like(out))                               # L = sum(out)
+>>> grads.feed_forward.w_1.shape, dx.shape
+((4, 8), (3, 4))
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..attention import AttentionResult, attend, project
+from ..multihead import MultiHeadWeights, check_multi_head_inputs, from_heads, to_heads
+from ..transformer import (
+    DecoderLayerResult,
+    DecoderLayerWeights,
+    EncoderLayerResult,
+    EncoderLayerWeights,
+    FeedForwardWeights,
+    check_decoder_layer_inputs,
+    check_encoder_layer_inputs,
+    check_feed_forward_inputs,
+    check_layer_norm_inputs,
+    feed_parts,
+    normalize_parts,
+)
+from ..validation import as_float_array, check_min_ndim
+from .gradients import backpropagate, linear_grads, sum_to_shape
+
+__all__ = [
+    "decoder_layer_vjp",
+    "embedding_vjp",
+    "encoder_layer_vjp",
+    "feed_forward_vjp",
+    "layer_norm_vjp",
+    "multi_head_vjp",
+    "tied_logits_vjp",
+]
+
+
+def _sum_rows(g: np.ndarray) -> np.ndarray:
+    """The gradient of a bias added to every row: ``g`` ``(..., d)`` summed to ``(d,)``."""
+    return g.reshape(-1, g.shape[-1]).sum(axis=0)  # (d,)
+
+
+def _checking(back, shape: tuple[int, ...], name: str):
+    """``back``, refusing an output gradient that is not a float array of ``shape``, naming it ``name``."""
+
+    def checked_back(gradient):
+        g = as_float_array(gradient, name)  # the shape of the output
+        if g.shape != shape:
+            raise ValueError(f"{name} has shape {g.shape} but the output has shape {shape}; "
+                             "expected the gradient of the loss with respect to the output, of its shape")
+        return back(g)
+
+    return checked_back
+
+
+def embedding_vjp(table, tokens) -> tuple:
+    r"""Look up the rows of ``table`` for ``tokens``; ``back(dx)`` scatter-adds the gradient into ``dtable``.
+
+    .. math:: x_{\dots} = E_{t_{\dots}}, \qquad dE_j = \sum_{\text{positions with } t = j} dx
+
+    A token that occurs several times receives the sum of the gradients of its occurrences
+    (``np.add.at``); the rows of tokens that do not occur get 0.
+
+    Parameters
+    ----------
+    table : array_like
+        ``(vocab, d_model)`` the embedding matrix ``E``.
+    tokens : array_like of int
+        ``(...)`` token ids in ``0 .. vocab - 1``.
+
+    Returns
+    -------
+    tuple
+        ``(x, back)``: the embeddings ``(..., d_model)`` and ``back(dx) -> dtable`` ``(vocab, d_model)``.
+
+    Examples
+    --------
+    >>> x, back = embedding_vjp(np.eye(3), np.array([2, 0, 2]))
+    >>> x.tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> back(np.ones((3, 3))).tolist()                                  # token 2 occurs twice
+    [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [2.0, 2.0, 2.0]]
+    >>> embedding_vjp(np.eye(3), np.array([3]))
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens contains the id 3, outside 0 .. 2 (table has 3 rows)
+    """
+    table = _checked_table(table)  # (vocab, d_model)
+    tokens = np.asarray(tokens)  # (...)
+    if tokens.dtype.kind not in "iu":
+        raise TypeError(f"tokens has dtype {tokens.dtype}; expected integer token ids")
+    outside = (tokens < 0) | (tokens >= table.shape[0])  # (...)
+    if outside.any():
+        raise ValueError(f"tokens contains the id {int(tokens[outside].flat[0])}, outside 0 .. {table.shape[0] - 1} "
+                         f"(table has {table.shape[0]} rows)")
+    x, back = embedding_tape(table, tokens)
+    return x, _checking(back, x.shape, "dx")
+
+
+def _checked_table(table) -> np.ndarray:
+    table = as_float_array(table, "table")  # (vocab, d_model)
+    if table.ndim != 2:
+        raise ValueError(f"table has shape {table.shape}; expected (vocab, d_model)")
+    return table
+
+
+def embedding_tape(table: np.ndarray, tokens: np.ndarray) -> tuple:
+    """Unchecked kernel of :func:`embedding_vjp`.
+
+    >>> x, back = embedding_tape(np.eye(2), np.array([1]))
+    >>> back(np.ones((1, 2))).tolist()
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    x = table[tokens]  # (..., d_model)
+
+    def back(dx):
+        dtable = np.zeros(table.shape, dtype=np.result_type(table, dx))  # (vocab, d_model)
+        np.add.at(dtable, tokens, dx)  # row t_i += dx_i, repeated tokens accumulate
+        return dtable
+
+    return x, back
+
+
+def tied_logits_vjp(x, table) -> tuple:
+    r"""Logits from the embedding matrix itself (tied weights): ``x E^T``; ``back`` returns ``(dx, dE)``.
+
+    .. math:: Z = X E^\top, \qquad dX = dZ\, E, \qquad dE = \sum_{\text{rows}} dZ^\top X
+
+    The same ``E`` embeds the input tokens (:func:`embedding_vjp`) and scores the output ones
+    (Press and Wolf, 2017; Vaswani et al., 2017, section 3.4); the model adds the two ``dE``.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., d_model)`` the final hidden states.
+    table : array_like
+        ``(vocab, d_model)`` the embedding matrix ``E``.
+
+    Returns
+    -------
+    tuple
+        ``(logits, back)``: ``(..., vocab)`` and ``back(dlogits) -> (dx, dtable)``.
+
+    Examples
+    --------
+    >>> logits, back = tied_logits_vjp(np.array([[1.0, 2.0]]), np.eye(2))
+    >>> logits.tolist(), [g.tolist() for g in back(np.array([[1.0, 0.0]]))]
+    ([[1.0, 2.0]], [[[1.0, 0.0]], [[1.0, 2.0], [0.0, 0.0]]])
+    """
+    x = as_float_array(x, "x")  # (..., d_model)
+    check_min_ndim(x, "x", 1, "(..., d_model)")
+    table = _checked_table(table)  # (vocab, d_model)
+    if table.shape[1] != x.shape[-1]:
+        raise ValueError(f"x has shape {x.shape} but table has shape {table.shape}; both need d_model = "
+                         f"{x.shape[-1]} columns")
+    logits, back = tied_logits_tape(x, table)
+    return logits, _checking(back, logits.shape, "dlogits")
+
+
+def tied_logits_tape(x: np.ndarray, table: np.ndarray) -> tuple:
+    """Unchecked kernel of :func:`tied_logits_vjp`.
+
+    >>> logits, back = tied_logits_tape(np.ones((1, 2)), np.eye(2))
+    >>> back(np.ones((1, 2)))[1].tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    logits = project(x, table.T, "the logits x @ table.T")  # (..., vocab)
+
+    def back(dlogits):
+        dx, dtable_t = linear_grads(x, table.T, dlogits)  # (..., d_model), (d_model, vocab)
+        return dx, dtable_t.T  # (..., d_model), (vocab, d_model)
+
+    return logits, back
+
+
+def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
+    r"""Layer norm of the rows of ``x``; ``back(dy)`` returns ``(dx, dgamma, dbeta)``.
+
+    .. math:: \hat x = \frac{x - \mu}{\sigma}, \quad y = \gamma \odot \hat x + \beta, \qquad
+              dx = \frac{1}{\sigma}\left(g - \overline{g} - \hat x\, \overline{g \odot \hat x}\right),
+              \quad g = \gamma \odot dy
+
+    with :math:`\sigma = \sqrt{\operatorname{var}(x) + \epsilon}` and bars the means over the row;
+    :math:`d\gamma = \sum dy \odot \hat x` and :math:`d\beta = \sum dy` over every row. The gradient
+    of each row sums to 0 (a layer norm ignores a shift of its input).
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., d)`` rows to normalise.
+    gamma, beta : array_like
+        ``(d,)`` scale and shift.
+    eps : float
+        Added to the variance.
+
+    Returns
+    -------
+    tuple
+        ``(y, back)``: ``y`` ``(..., d)``, equal to :func:`attnbook.layer_norm`, and
+        ``back(dy) -> (dx, dgamma, dbeta)``.
+
+    Examples
+    --------
+    >>> y, back = layer_norm_vjp(np.array([[1.0, 2.0, 3.0]]), np.ones(3), np.zeros(3))
+    >>> dx, dgamma, dbeta = back(np.array([[1.0, 0.0, 0.0]]))
+    >>> np.round(dx, 4).tolist(), dbeta.tolist()
+    ([[0.2041, -0.4082, 0.2041]], [1.0, 0.0, 0.0])
+    """
+    x, gamma, beta, eps = check_layer_norm_inputs(x, gamma, beta, eps)  # once, at the boundary
+    y, back = layer_norm_tape(x, gamma, beta, eps)
+    return y, _checking(back, y.shape, "dy")
+
+
+def layer_norm_tape(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> tuple:
+    """Unchecked kernel of :func:`layer_norm_vjp`.
+
+    >>> y, back = layer_norm_tape(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2))
+    >>> back(np.ones((1, 2)))[2].tolist()
+    [1.0, 1.0]
+    """
+    y, x_hat, std = normalize_parts(x, gamma, beta, eps)  # (..., d), (..., d), (..., 1)
+
+    def back(dy):
+        g = dy * gamma  # (..., d): the gradient reaching x_hat
+        dx = (g - g.mean(axis=-1, keepdims=True)
+              - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / std  # (..., d)
+        return dx, _sum_rows(dy * x_hat), _sum_rows(dy)  # (..., d), (d,), (d,)
+
+    return y, back
+
+
+def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
+    r"""The feed-forward network on every position; ``back(dy)`` returns ``(FeedForwardWeights, dx)``.
+
+    .. math:: H = \max(0, X W_1 + b_1), \quad Y = H W_2 + b_2, \qquad
+              dH = dY\, W_2^\top, \quad dP = dH \odot [H > 0], \quad dX = dP\, W_1^\top
+
+    and :math:`dW_2 = H^\top dY`, :math:`dW_1 = X^\top dP`, :math:`db_2`, :math:`db_1` the sums of
+    :math:`dY`, :math:`dP` over every row. The ReLU passes the gradient where it was active.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` token vectors.
+    weights : FeedForwardWeights
+        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)``, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)``.
+
+    Returns
+    -------
+    tuple
+        ``(y, back)``: ``y`` ``(..., n, d_model)``, equal to :func:`attnbook.feed_forward`, and
+        ``back(dy) -> (grads, dx)`` with ``grads`` a :class:`~attnbook.FeedForwardWeights`.
+
+    Examples
+    --------
+    >>> ff = FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.zeros(2))
+    >>> y, back = feed_forward_vjp(np.array([[1.0, -1.0]]), ff)
+    >>> grads, dx = back(np.ones((1, 2)))
+    >>> y.tolist(), dx.tolist(), grads.b_1.tolist()                    # the negative unit passes nothing
+    ([[1.0, 0.0]], [[1.0, 0.0]], [1.0, 0.0])
+    """
+    x, weights = check_feed_forward_inputs(x, weights)  # once, at the boundary
+    y, back = feed_forward_tape(x, weights)
+    return y, _checking(back, y.shape, "dy")
+
+
+def feed_forward_tape(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
+    """Unchecked kernel of :func:`feed_forward_vjp`.
+
+    >>> y, back = feed_forward_tape(np.ones((1, 2)), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.zeros(2)))
+    >>> back(np.ones((1, 2)))[0].w_2.tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    y, hidden = feed_parts(x, weights)  # (..., n, d_model), (..., n, d_ff)
+
+    def back(dy):
+        dhidden, dw_2 = linear_grads(hidden, weights.w_2, dy)  # (..., n, d_ff), (d_ff, d_model)
+        dpre = dhidden * (hidden > 0)  # (..., n, d_ff): through the ReLU
+        dx, dw_1 = linear_grads(x, weights.w_1, dpre)  # (..., n, d_model), (d_model, d_ff)
+        return FeedForwardWeights(dw_1, _sum_rows(dpre), dw_2, _sum_rows(dy)), dx
+
+    return y, back
+
+
+def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, mask=None) -> tuple:
+    r"""Multi-head attention; ``back(d_output)`` returns ``(MultiHeadWeights, dquery, dkey, dvalue)``.
+
+    .. math:: dW_O = C^\top dO, \quad dC = dO\, W_O^\top, \quad
+              (dQ_i, dK_i, dV_i) = \operatorname{Attention-VJP}(dC_i), \quad
+              dX_q = dQ\, W_Q^\top, \; dX_k = dK\, W_K^\top, \; dX_v = dV\, W_V^\top
+
+    with :math:`C` the concatenated heads and :math:`dC_i` its slice of head :math:`i`; the
+    attention VJP is :func:`attnbook.learning.gradients.attention_backward`'s kernel, and each
+    projection is a linear layer (:func:`attnbook.learning.gradients.linear_backward`), its bias
+    gradient the sum over rows. Self-attention adds ``dquery + dkey + dvalue``; cross-attention sends
+    ``dkey + dvalue`` to the encoder output.
+
+    Parameters
+    ----------
+    query : array_like
+        ``(..., n_q, d_model)``.
+    key, value : array_like
+        ``(..., n_k, d_model)``.
+    weights : MultiHeadWeights
+        See :func:`attnbook.init_multi_head_weights` (every head its own keys and values).
+    n_heads : int
+        The number of heads; must divide ``d_model``.
+    mask : array_like of bool, optional
+        True = may attend, laid out as in :func:`attnbook.multi_head_attention` (causal, padding, or
+        one per head). Masked scores get no gradient.
+
+    Returns
+    -------
+    tuple
+        ``(result, back)``: the :class:`~attnbook.AttentionResult` of
+        :func:`attnbook.multi_head_attention` (equal to it) and
+        ``back(d_output) -> (grads, dquery, dkey, dvalue)``, ``grads`` a :class:`~attnbook.MultiHeadWeights`.
+
+    Examples
+    --------
+    >>> from attnbook import causal_mask, init_multi_head_weights
+    >>> x = np.random.default_rng(0).standard_normal((3, 4))              # (n, d_model)
+    >>> (out, attention), back = multi_head_vjp(x, x, x, init_multi_head_weights(4), 2, mask=causal_mask(3))
+    >>> grads, dq, dk, dv = back(np.ones_like(out))
+    >>> grads.w_o.shape, (dq + dk + dv).shape                          # self-attention: x gets the sum
+    ((4, 4), (3, 4))
+    """
+    query, key, value, weights, n_heads, mask, _ = check_multi_head_inputs(query, key, value, weights,
+                                                                           n_heads, mask)
+    result, back = multi_head_tape(query, key, value, weights, n_heads, mask)
+    return result, _checking(back, result.output.shape, "d_output")
+
+
+def multi_head_tape(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHeadWeights,
+                    n_heads: int, mask=None) -> tuple:
+    """Unchecked kernel of :func:`multi_head_vjp`, on arguments that :func:`attnbook.check_multi_head_inputs` passed.
+
+    >>> from attnbook import init_multi_head_weights
+    >>> result, back = multi_head_tape(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), init_multi_head_weights(4), 2)
+    >>> back(np.ones((2, 4)))[2].shape
+    (3, 4)
+    """
+    q = project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
+    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
+    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
+    dtype = np.result_type(q, k, v, np.float32)  # scores in at least float32, as in attention
+    q = to_heads(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
+    k = to_heads(k.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
+    v = to_heads(v.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    heads, attention = attend(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+    concat = from_heads(heads)  # (..., n_q, d_model)
+    output = project(concat, w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
+                     w.b_o)  # (..., n_q, d_model)
+
+    def back(d_output):
+        d_concat, dw_o = linear_grads(concat, w.w_o, d_output)  # (..., n_q, d_model), (d_model, d_model)
+        (dq, dk, dv), _ = backpropagate(q, k, v, attention, to_heads(d_concat, n_heads), mask,
+                                        scale)  # each (..., h, n, d_head), summed to the shape of q, k, v
+        dq, dk, dv = from_heads(dq), from_heads(dk), from_heads(dv)  # (..., n_q | n_k, d_model)
+        dquery, dw_q = linear_grads(query, w.w_q, dq)  # (..., n_q, d_model), (d_model, d_model)
+        dkey, dw_k = linear_grads(key, w.w_k, dk)  # (..., n_k, d_model), (d_model, d_model)
+        dvalue, dw_v = linear_grads(value, w.w_v, dv)  # (..., n_k, d_model), (d_model, d_model)
+        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, _sum_rows(dq), _sum_rows(dk), _sum_rows(dv),
+                                 _sum_rows(d_output))
+        return grads, dquery, dkey, dvalue
+
+    return AttentionResult(output, attention), back
+
+
+def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
+    r"""One post-norm encoder layer; ``back(dy)`` returns ``(EncoderLayerWeights, dx)``.
+
+    .. math:: X' = \operatorname{LN}_1(X + \operatorname{MHA}(X, X, X)), \quad
+              Y = \operatorname{LN}_2(X' + \operatorname{FFN}(X')), \qquad
+              dX' = dS_2 + \operatorname{FFN-VJP}(dS_2), \quad
+              dX = dS_1 + dQ + dK + dV
+
+    with :math:`dS_2 = \operatorname{LN}_2\text{-VJP}(dY)`, :math:`dS_1 = \operatorname{LN}_1\text{-VJP}(dX')`
+    and :math:`(dQ, dK, dV)` the input gradients of the self-attention at :math:`dS_1`. With a causal
+    mask (and no cross-attention) it is the block of a decoder-only (GPT-style) model.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the input sequence.
+    weights : EncoderLayerWeights
+        See :func:`attnbook.init_encoder_layer`.
+    n_heads : int
+        Heads of the self-attention; must divide ``d_model``.
+    mask : array_like of bool, optional
+        Passed to the self-attention (padding, causal, or both), as in :func:`attnbook.encoder_layer`.
+
+    Returns
+    -------
+    tuple
+        ``(result, back)``: the :class:`~attnbook.EncoderLayerResult` of :func:`attnbook.encoder_layer`
+        (equal to it) and ``back(dy) -> (grads, dx)``, ``grads`` an :class:`~attnbook.EncoderLayerWeights`.
+
+    Examples
+    --------
+    >>> from attnbook import causal_mask, init_encoder_layer
+    >>> x = np.random.default_rng(0).standard_normal((3, 4))              # (n, d_model)
+    >>> (out, attention), back = encoder_layer_vjp(x, init_encoder_layer(4, 8), 2, mask=causal_mask(3))
+    >>> grads, dx = back(np.arange(12.0).reshape(3, 4))                  # L = sum(out * dy)
+    >>> [g.shape for g in grads.norm_2], dx.shape
+    ([(4,), (4,)], (3, 4))
+    """
+    x, weights, n_heads, mask = check_encoder_layer_inputs(x, weights, n_heads, mask)  # once, at the boundary
+    result, back = encoder_layer_tape(x, weights, n_heads, mask)
+    return result, _checking(back, result.output.shape, "dy")
+
+
+def encoder_layer_tape(x: np.ndarray, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
+    """Unchecked kernel of :func:`encoder_layer_vjp`, on arguments that its check (``check_encoder_layer_inputs``) passed.
+
+    >>> from attnbook import init_encoder_layer
+    >>> result, back = encoder_layer_tape(np.eye(4)[:3], init_encoder_layer(4, 8), 2)
+    >>> back(np.ones((3, 4)))[1].shape
+    (3, 4)
+    """
+    (attended, attention), attention_back = multi_head_tape(x, x, x, weights.self_attention, n_heads,
+                                                            mask)  # (..., n, d_model), (..., h, n, n)
+    x_1, norm_1_back = layer_norm_tape(x + attended, *weights.norm_1)  # (..., n, d_model)
+    fed, feed_back = feed_forward_tape(x_1, weights.feed_forward)  # (..., n, d_model)
+    y, norm_2_back = layer_norm_tape(x_1 + fed, *weights.norm_2)  # (..., n, d_model)
+
+    def back(dy):
+        ds_2, dgamma_2, dbeta_2 = norm_2_back(dy)  # (..., n, d_model)
+        d_feed, dx_1 = feed_back(ds_2)
+        ds_1, dgamma_1, dbeta_1 = norm_1_back(ds_2 + dx_1)  # the residual passes ds_2 on
+        d_attention, dq, dk, dv = attention_back(ds_1)
+        grads = EncoderLayerWeights(d_attention, d_feed, (dgamma_1, dbeta_1), (dgamma_2, dbeta_2))
+        dx = sum_to_shape(ds_1, x.shape) + dq + dk + dv  # (..., n, d_model): x is the residual, query, key and value
+        return grads, dx
+
+    return EncoderLayerResult(y, attention), back
+
+
+def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None) -> tuple:
+    r"""One post-norm decoder layer; ``back(dout)`` returns ``(DecoderLayerWeights, dy, dmemory)``.
+
+    .. math:: Y_1 = \operatorname{LN}_1(Y + \operatorname{MHA}_{\text{causal}}(Y, Y, Y)), \quad
+              Y_2 = \operatorname{LN}_2(Y_1 + \operatorname{MHA}(Y_1, M, M)), \quad
+              Y_3 = \operatorname{LN}_3(Y_2 + \operatorname{FFN}(Y_2)), \qquad
+              dM = dK_\text{cross} + dV_\text{cross}
+
+    Each sub-layer sends its gradient back as in :func:`encoder_layer_vjp`; the cross-attention's
+    query gradient goes to :math:`Y_1`, its key and value gradients to the memory :math:`M` (the
+    encoder output, whose own backward pass takes ``dmemory``).
+
+    Parameters
+    ----------
+    y : array_like
+        ``(..., n_t, d_model)`` the targets.
+    memory : array_like
+        ``(..., n_s, d_model)`` the encoder output.
+    weights : DecoderLayerWeights
+        See :func:`attnbook.init_decoder_layer`.
+    n_heads : int
+        Heads of both attentions; must divide ``d_model``.
+    memory_mask : array_like of bool, optional
+        Restricts the cross-attention (e.g. a padding mask of the source).
+
+    Returns
+    -------
+    tuple
+        ``(result, back)``: the :class:`~attnbook.DecoderLayerResult` of :func:`attnbook.decoder_layer`
+        (equal to it) and ``back(dout) -> (grads, dy, dmemory)``, ``grads`` a
+        :class:`~attnbook.DecoderLayerWeights`.
+
+    Examples
+    --------
+    >>> from attnbook import init_decoder_layer
+    >>> rng = np.random.default_rng(0)
+    >>> y, memory = rng.standard_normal((2, 4)), rng.standard_normal((3, 4))
+    >>> result, back = decoder_layer_vjp(y, memory, init_decoder_layer(4, 8), n_heads=2)
+    >>> grads, dy, dmemory = back(np.ones_like(result.output))
+    >>> grads.cross_attention.w_k.shape, dy.shape, dmemory.shape
+    ((4, 4), (2, 4), (3, 4))
+    """
+    y, memory, weights, n_heads, memory_mask = check_decoder_layer_inputs(y, memory, weights, n_heads,
+                                                                          memory_mask)  # once, at the boundary
+    result, back = decoder_layer_tape(y, memory, weights, n_heads, memory_mask)
+    return result, _checking(back, result.output.shape, "dout")
+
+
+def decoder_layer_tape(y: np.ndarray, memory: np.ndarray, weights: DecoderLayerWeights, n_heads: int,
+                       memory_mask=None) -> tuple:
+    """Unchecked kernel of :func:`decoder_layer_vjp`, on arguments that its check (``check_decoder_layer_inputs``) passed.
+
+    >>> from attnbook import init_decoder_layer
+    >>> result, back = decoder_layer_tape(np.eye(4)[:2], np.eye(4)[:3], init_decoder_layer(4, 8), 2)
+    >>> back(np.ones((2, 4)))[2].shape
+    (3, 4)
+    """
+    future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
+    (attended, self_weights), self_back = multi_head_tape(y, y, y, weights.self_attention, n_heads,
+                                                          future)  # (..., n_t, d), (..., h, n_t, n_t)
+    y_1, norm_1_back = layer_norm_tape(y + attended, *weights.norm_1)  # (..., n_t, d_model)
+    (crossed, cross_weights), cross_back = multi_head_tape(y_1, memory, memory, weights.cross_attention, n_heads,
+                                                           memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
+    y_2, norm_2_back = layer_norm_tape(y_1 + crossed, *weights.norm_2)  # (..., n_t, d_model)
+    fed, feed_back = feed_forward_tape(y_2, weights.feed_forward)  # (..., n_t, d_model)
+    y_3, norm_3_back = layer_norm_tape(y_2 + fed, *weights.norm_3)  # (..., n_t, d_model)
+
+    def back(dout):
+        ds_3, dgamma_3, dbeta_3 = norm_3_back(dout)  # (..., n_t, d_model)
+        d_feed, dy_2 = feed_back(ds_3)
+        ds_2, dgamma_2, dbeta_2 = norm_2_back(ds_3 + dy_2)
+        d_cross, dq_cross, dk_cross, dv_cross = cross_back(ds_2)
+        ds_1, dgamma_1, dbeta_1 = norm_1_back(ds_2 + dq_cross)  # (..., n_t, d_model)
+        d_self, dq, dk, dv = self_back(ds_1)
+        grads = DecoderLayerWeights(d_self, d_cross, d_feed, (dgamma_1, dbeta_1), (dgamma_2, dbeta_2),
+                                    (dgamma_3, dbeta_3))
+        dy = sum_to_shape(ds_1, y.shape) + dq + dk + dv  # (..., n_t, d_model): the residual and the three uses
+        return grads, dy, dk_cross + dv_cross  # (..., n_t, d_model), (..., n_s, d_model)
+
+    return DecoderLayerResult(y_3, self_weights, cross_weights), back
