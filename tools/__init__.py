@@ -12,7 +12,8 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.vendor_assets``: the browser assets (MathJax, the book's CSS and script);
 * ``python -m tools.pyodide_dist OUT``: the verified Pyodide distribution the JupyterLite site hosts;
 * ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`);
-* ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``).
+* ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``);
+* ``python -m tools.make_digits [--check]``: scikit-learn's digits, copied into the package's data.
 
 :mod:`tools.extensions` holds the Sphinx extensions the book build loads (``extra_extensions`` in
 _config.yml); :mod:`tools.built_site` serves the built site and drives a browser through it (the

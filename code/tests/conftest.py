@@ -1,6 +1,7 @@
-"""Shared test setup: a headless matplotlib backend, a reproducible hypothesis profile, and the ``torch``
-marker of the tests that compare with PyTorch."""
+"""Shared test setup: a headless matplotlib backend, a reproducible hypothesis profile, the ``torch``
+marker of the tests that compare with PyTorch and the ``sklearn`` marker of those that read scikit-learn."""
 
+import importlib
 import os
 
 import matplotlib
@@ -17,23 +18,29 @@ settings.register_profile("attnbook", deadline=None, derandomize=True, database=
 settings.load_profile("attnbook")
 
 TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
+SKLEARN_MISSING = "scikit-learn is not installed; install it with `pip install scikit-learn==1.9.1`"
+# marker: (module to import, message when it is missing)
+OPTIONAL_REFERENCES = {"torch": ("torch", TORCH_MISSING), "sklearn": ("sklearn", SKLEARN_MISSING)}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: compares with PyTorch; skipped without it, failed without it in CI")
+    config.addinivalue_line("markers", "sklearn: compares with scikit-learn; skipped without it, failed without "
+                                       "it in CI")
 
 
 def pytest_runtest_setup(item):
-    """Skip a test marked ``torch`` when PyTorch is missing (it is optional for readers), except in CI
-    (CI=true), where the missing reference is a failure."""
-    if item.get_closest_marker("torch") is None:
-        return
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {TORCH_MISSING}", pytrace=False)
-        pytest.skip(TORCH_MISSING)
+    """Skip a test marked ``torch`` or ``sklearn`` when that library is missing (it is optional for readers),
+    except in CI (CI=true), where the missing reference is a failure."""
+    for marker, (module, missing) in OPTIONAL_REFERENCES.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"CI=true but {missing}", pytrace=False)
+            pytest.skip(missing)
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ def zip_members(root: Path) -> list[Path]:
     files = sorted(root.glob("chapters/*.ipynb"))  # not exercises/: instructor notebooks hold hidden tests
     files += [root / "requirements.txt", root / "code" / "pyproject.toml", root / "code" / "README.md"]
     files += [root / "LICENSE", *sorted((root / "LICENSES").glob("*")), root / "CITATION.cff"]
-    # the package: its modules and its data files (attnbook/data/*.json, read by "Efficient attention")
+    # the package: its modules and its data files (attnbook/data/: the benchmark's figures, the digits)
     package = (root / "code" / "src" / "attnbook").rglob("*")
     return files + sorted(p for p in package if p.is_file() and "__pycache__" not in p.parts)
 
