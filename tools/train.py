@@ -22,7 +22,9 @@ import importlib  # noqa: E402
 import sys  # noqa: E402
 
 # name -> the module (inside attnbook.learning) whose `train(seed=..., progress=...)` makes it
-MODELS: dict[str, str] = {}
+MODELS: dict[str, str] = {
+    "induction": "induction",  # learning/induction.py: the two-layer induction-head model
+}
 
 
 def main(argv=None) -> int:
