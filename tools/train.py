@@ -23,6 +23,8 @@ import sys  # noqa: E402
 
 # name -> the module (inside attnbook.learning) whose `train(seed=..., progress=...)` makes it
 MODELS: dict[str, str] = {
+    "reversal": "seq2seq",  # an encoder-decoder Transformer that reverses strings (issue #14)
+    "digits_vit": "vit",  # a tiny Vision Transformer on the 8 x 8 handwritten digits (issue #14)
     "induction": "induction",  # learning/induction.py: the two-layer induction-head model
 }
 

@@ -74,7 +74,24 @@ def batched_attention(q, k, v, mask=None, scale=None) -> AttentionResult:
             scores = np.matmul(flat_q[part], np.swapaxes(flat_k[part], -1, -2), out=flat_w[part])  # (b, n_q, n_k)
         softmax_rows_in_place(scores, None if flat_m is None else flat_m[part])  # (b, n_q, n_k)
         np.matmul(scores, flat_v[part], out=flat_o[part])  # (b, n_q, d_v); n_k = 0 gives zeros
-    return AttentionResult(output, weights)
+    return AttentionResult(output, weights_of(weights, shapes[:2] + shapes[3:]))
+
+
+def weights_of(weights: np.ndarray, shapes: list) -> np.ndarray:
+    """Unchecked kernel: the weights without the batch dimensions that only ``v`` brought.
+
+    The weights depend on ``q``, ``k`` and the mask alone, so the reference returns them over the
+    batch shape of those three; a batch dimension that only ``v`` has holds copies, and one is kept.
+
+    >>> weights_of(np.zeros((2, 3, 1, 1)), [(3,), (1,)]).shape
+    (3, 1, 1)
+    """
+    own = tuple(np.broadcast_shapes(*shapes))  # the batch shape of q, k and the mask
+    batch = weights.shape[:-2]
+    if own == batch:
+        return weights
+    index = (0,) * (len(batch) - len(own)) + tuple(slice(0, 1) if size == 1 else slice(None) for size in own)
+    return np.ascontiguousarray(weights[index])  # (*own, n_q, n_k)
 
 
 def flatten_batch(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
