@@ -146,28 +146,13 @@ def project(x: np.ndarray, w: np.ndarray, what: str, bias=None) -> np.ndarray:
     [[2.0, 2.0]]
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        y = dense(x, w) if bias is None else dense(x, w) + bias  # (..., n, d_out): x @ w (+ bias)
+        y = x @ w if bias is None else x @ w + bias  # (..., n, d_out)
     if not np.all(np.isfinite(y)):
         raise ValueError(
             f"{what} overflowed in {y.dtype} (largest {float(np.finfo(y.dtype).max):.6g}); scale the inputs "
             "down or compute in a wider float type"
         )
     return y
-
-
-def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Unchecked kernel: ``x @ w`` for ``x`` ``(..., d_in)`` and ``w`` ``(d_in, d_out)``, as one matrix product.
-
-    The same product as ``x @ w``, computed on the rows of ``x`` stacked into one matrix: numpy's
-    ``matmul`` would call BLAS once per index of the leading dimensions, several times slower for a
-    batch of short sequences. The last bits may differ from ``x @ w`` (another order of summation).
-
-    >>> dense(np.ones((2, 3, 4)), np.ones((4, 5))).shape
-    (2, 3, 5)
-    """
-    if x.ndim <= 2 or w.ndim != 2:
-        return x @ w
-    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])  # (..., d_out)
 
 
 def self_attention(x, w_q, w_k, w_v, mask=None, scale=None) -> AttentionResult:

@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import dense
 from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head
 from .validation import as_float_array, check_head_batches, check_head_mask, check_heads, check_min_ndim, check_positive_int
 
@@ -380,8 +379,8 @@ def feed_parts(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
     ([[2.0, 1.0]], [[1.0, 0.0]])
     """
     w_1, b_1, w_2, b_2 = weights
-    hidden = np.maximum(dense(x, w_1) + b_1, 0)  # (..., n, d_ff): max(0, x W_1 + b_1)
-    return dense(hidden, w_2) + b_2, hidden  # (..., n, d_model), (..., n, d_ff)
+    hidden = np.maximum(x @ w_1 + b_1, 0)  # (..., n, d_ff)
+    return hidden @ w_2 + b_2, hidden  # (..., n, d_model), (..., n, d_ff)
 
 
 def _unit_norm(d_model: int) -> tuple[np.ndarray, np.ndarray]:

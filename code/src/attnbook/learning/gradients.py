@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..attention import dense
 from ..validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_axis, check_mask, check_min_ndim
 from ..validation import check_scale
 
@@ -43,7 +42,6 @@ __all__ = [
 
 
 _SMALL_PRODUCT = 2**18  # multiply-adds per matrix product in linear_backward (see there)
-_LEAST_ROWS = 256  # but never fewer rows per product: for wide weights, tiny products cost more than threads
 
 
 class AttentionGradients(NamedTuple):
@@ -390,12 +388,12 @@ def linear_grads(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> LinearGradients
     >>> linear_grads(np.ones((1, 2)), np.eye(2), np.ones((1, 2))).dw.tolist()
     [[1.0, 1.0], [1.0, 1.0]]
     """
-    dx = dense(g, w.T)  # (..., d_in): g w^T
+    dx = g @ w.T  # (..., d_in)
     rows_x = x.reshape(-1, x.shape[-1])  # (rows, d_in): every row of every batch element
     rows_g = g.reshape(-1, g.shape[-1])  # (rows, d_out)
     # dw = rows_x^T rows_g, accumulated over blocks of rows. The blocks keep each product below the
     # size at which OpenBLAS starts extra threads, which on a busy machine cost more than they save.
-    block = max(_LEAST_ROWS, _SMALL_PRODUCT // max(1, w.shape[0] * w.shape[1]))
+    block = max(1, _SMALL_PRODUCT // max(1, w.shape[0] * w.shape[1]))
     dw = np.zeros(w.shape, dtype=np.result_type(x, g))  # (d_in, d_out)
     for start in range(0, rows_x.shape[0], block):
         dw += rows_x[start:start + block].T @ rows_g[start:start + block]  # (d_in, d_out)
