@@ -26,6 +26,7 @@ __all__ = [
     "check_axis",
     "broadcast_batch_shapes",
     "check_positive_int",
+    "check_seed",
     "check_shape",
     "check_cache_layout",
     "check_one_token",
@@ -273,6 +274,37 @@ def broadcast_batch_shapes(shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...
         raise ValueError(
             f"the leading (batch, head) dimensions do not broadcast: {listing}"
         ) from None
+
+
+def check_seed(seed, name: str = "seed") -> np.random.Generator:
+    """A random generator from ``seed``: a non-negative integer, or a ``numpy.random.Generator`` used as it is.
+
+    Parameters
+    ----------
+    seed : int or numpy.random.Generator
+        The seed, or a generator to draw from (so that several calls continue one stream).
+    name : str, optional
+        The argument's name, used in the error; default ``"seed"``.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``numpy.random.default_rng(seed)``, or ``seed`` itself when it is a generator.
+
+    Examples
+    --------
+    >>> int(check_seed(0).integers(10)) == int(np.random.default_rng(0).integers(10))
+    True
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be a non-negative integer or a numpy Generator, got -1
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{name} must be a non-negative integer or a numpy Generator, got {seed!r}")
+    return np.random.default_rng(seed)
 
 
 def check_positive_int(value, name: str, minimum: int = 1) -> int:

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..validation import as_float_array, check_positive_int
+from ..validation import as_float_array, check_positive_int, check_seed
 from .tasks import BOS, EOS, PAD
 
 __all__ = [
@@ -141,14 +141,6 @@ def _check_positive_real(value, name: str, minimum: float = 0.0, strict: bool = 
     if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
     return float(value)
-
-
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or a numpy Generator, got {seed!r}")
-    return np.random.default_rng(seed)
 
 
 def _logits(step: Step, state, tokens: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -397,7 +389,7 @@ def sample(step: Step, state, batch_size: int, max_length: int, temperature: flo
     if top_p is not None and not (_check_positive_real(top_p, "top_p") <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     bos, eos = _check_tokens(bos, eos)
-    rng = _rng(seed)
+    rng = check_seed(seed)
 
     def pick(logp: np.ndarray) -> np.ndarray:
         z = logp / temperature  # (batch, vocab)

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import as_float_array, check_positive_int
+from ..validation import as_float_array, check_positive_int, check_seed
 
 __all__ = [
     "BOS",
@@ -47,14 +47,6 @@ __all__ = [
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3
 DIGITS_FILE = "digits.npz"
-
-
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or a numpy Generator, got {seed!r}")
-    return np.random.default_rng(seed)
 
 
 # --- reversal: sequence to sequence with a known alignment ------------------------------------------------
@@ -137,7 +129,7 @@ def reversal_batch(n_sequences: int, n_symbols: int, min_length: int, max_length
     max_length = check_positive_int(max_length, "max_length")
     if min_length > max_length:
         raise ValueError(f"min_length = {min_length} is more than max_length = {max_length}")
-    return draw_reversal(_rng(seed), n_sequences, n_symbols, min_length, max_length)
+    return draw_reversal(check_seed(seed), n_sequences, n_symbols, min_length, max_length)
 
 
 def draw_reversal(rng: np.random.Generator, n_sequences: int, n_symbols: int, min_length: int,
@@ -277,7 +269,7 @@ def repeated_sequence_batch(n_sequences: int, half_length: int, vocab_size: int,
     n_sequences = check_positive_int(n_sequences, "n_sequences")
     half_length = check_positive_int(half_length, "half_length", 2)
     vocab_size = check_positive_int(vocab_size, "vocab_size", 2)
-    first = _rng(seed).integers(0, vocab_size, size=(n_sequences, half_length))  # (batch, h)
+    first = check_seed(seed).integers(0, vocab_size, size=(n_sequences, half_length))  # (batch, h)
     return np.concatenate([first, first], axis=1).astype(np.int64)  # (batch, 2h)
 
 
@@ -418,7 +410,7 @@ def load_digits_split(test_fraction: float = 0.2, seed: int | np.random.Generato
     """
     if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
-    rng = _rng(seed)
+    rng = check_seed(seed)
     images, labels = load_digits()  # (n, 8, 8), (n,)
     test = np.zeros(labels.shape, dtype=bool)  # (n,)
     for digit in range(10):

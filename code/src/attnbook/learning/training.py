@@ -30,7 +30,7 @@ import numpy as np
 
 from ..attention import attend
 from ..multihead import from_heads, to_heads
-from ..validation import as_float_array, check_bool, check_positive_int
+from ..validation import as_float_array, check_bool, check_positive_int, check_seed
 from .gradients import backpropagate, entropy, entropy_grads, linear_grads
 from .optim import adam_update, check_learning_rate, descend, init_adam
 
@@ -204,14 +204,6 @@ class TrainingRun(NamedTuple):
     probe_accuracy: np.ndarray  # (n_snapshots,): accuracy on the probe batch at those steps
 
 
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or a numpy Generator, got {seed!r}")
-    return np.random.default_rng(seed)
-
-
 def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8, n_values: int = 8,
                              n_queries: int = 1, seed=0) -> RecallBatch:
     r"""Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
@@ -262,7 +254,7 @@ def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8
     if n_queries > n_pairs:
         raise ValueError(f"n_queries = {n_queries} is more than n_pairs = {n_pairs}; each query asks "
                          "for a different pair")
-    rng = _rng(seed)
+    rng = check_seed(seed)
     keys = np.argsort(rng.random((n_sequences, n_keys)), axis=1)[:, :n_pairs]  # (batch, n_pairs)
     values = rng.integers(0, n_values, size=(n_sequences, n_pairs))  # (batch, n_pairs)
     positions = np.argsort(rng.random((n_sequences, n_pairs)), axis=1)[:, :n_queries]  # (batch, n_q)
@@ -316,7 +308,7 @@ def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: in
     d_v = check_positive_int(d_v, "d_v")
     if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std > 0:
         raise ValueError(f"init_std must be a positive number, got {init_std!r}")
-    rng = _rng(seed)
+    rng = check_seed(seed)
     d_in = n_keys + n_values
     w_q = init_std * rng.standard_normal((d_in, d_k))  # (d_in, d_k)
     w_k = init_std * rng.standard_normal((d_in, d_k))  # (d_in, d_k)
