@@ -2,7 +2,10 @@
 marker of the tests that compare with PyTorch and the ``sklearn`` marker of those that read scikit-learn."""
 
 import importlib
+import collections
 import os
+import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -67,3 +70,29 @@ def assert_masked_distribution():
     Session-scoped, so hypothesis tests may take it (it holds no state between examples).
     """
     return _assert_masked_distribution
+
+
+def _validation_entries(call) -> collections.Counter:
+    """Calls into attnbook.validation from outside it while ``call()`` runs, by (caller module, caller)."""
+    import attnbook.validation as validation
+
+    entries, inside = collections.Counter(), validation.__file__
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == inside and frame.f_back.f_code.co_filename != inside:
+            caller = frame.f_back.f_code
+            entries[(Path(caller.co_filename).name, caller.co_name)] += 1
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entries
+
+
+@pytest.fixture(scope="session")
+def validation_entries():
+    """``validation_entries(call)``: the calls into ``attnbook.validation`` from outside it while ``call()``
+    runs, counted by (caller's file, caller's name) — how the tests see that a function validates once."""
+    return _validation_entries

@@ -2,18 +2,15 @@
 another module's private names; unchecked kernels are marked; the version comes from the metadata."""
 
 import ast
-import collections
 import importlib
 import importlib.metadata
 import pkgutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import attnbook
-import attnbook.validation as validation
 from attnbook import (
     decoder_layer,
     encoder_layer,
@@ -29,28 +26,10 @@ PACKAGE = Path(attnbook.__file__).parent
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
-def validation_entries(call) -> collections.Counter:
-    """Calls into attnbook.validation from outside it while ``call()`` runs, by (caller module, caller)."""
-    entries = collections.Counter()
-    inside = validation.__file__
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == inside and frame.f_back.f_code.co_filename != inside:
-            caller = frame.f_back.f_code
-            entries[(Path(caller.co_filename).name, caller.co_name)] += 1
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return entries
-
-
 X = np.random.default_rng(0).standard_normal((2, 5, 8))  # (batch, n, d_model)
 
 
-def test_a_decoder_layer_validates_its_arguments_once_at_its_boundary():
+def test_a_decoder_layer_validates_its_arguments_once_at_its_boundary(validation_entries):
     weights, memory_mask = init_decoder_layer(8, 16, seed=0), padding_mask([5, 3])
     entries = validation_entries(lambda: decoder_layer(X, X, weights, 2, memory_mask=memory_mask))
     # the boundary only: y and memory (2 as_float_array, 2 check_min_ndim), the 26 arrays of the weights
@@ -61,7 +40,7 @@ def test_a_decoder_layer_validates_its_arguments_once_at_its_boundary():
     assert sum(entries.values()) == 2 + 2 + 26 + 1 + 1 + 1
 
 
-def test_an_encoder_layer_validates_its_arguments_once_at_its_boundary():
+def test_an_encoder_layer_validates_its_arguments_once_at_its_boundary(validation_entries):
     weights = init_encoder_layer(8, 16, seed=0)
     entries = validation_entries(lambda: encoder_layer(X, weights, 2))
     # x (as_float_array, check_min_ndim), the 16 arrays of the weights, n_heads, the batches
@@ -69,7 +48,7 @@ def test_an_encoder_layer_validates_its_arguments_once_at_its_boundary():
     assert sum(entries.values()) == 2 + 16 + 1 + 1
 
 
-def test_multi_head_attention_validates_its_arguments_once_at_its_boundary():
+def test_multi_head_attention_validates_its_arguments_once_at_its_boundary(validation_entries):
     weights = init_multi_head_weights(8, seed=0)
     entries = validation_entries(lambda: multi_head_attention(X, X, X, weights, 2))
     # query, key, value (as_float_array, check_min_ndim each), the 8 arrays of the weights, n_heads, the batches
@@ -77,7 +56,7 @@ def test_multi_head_attention_validates_its_arguments_once_at_its_boundary():
     assert sum(entries.values()) == 6 + 8 + 1 + 1
 
 
-def test_the_reference_attention_validates_in_one_call():
+def test_the_reference_attention_validates_in_one_call(validation_entries):
     entries = validation_entries(lambda: scaled_dot_product_attention(X, X, X))
     assert entries == {("attention.py", "scaled_dot_product_attention"): 1}
 

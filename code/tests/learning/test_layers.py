@@ -9,15 +9,12 @@ of the keys, ``b_k``, adds the same ``q . b_k`` to every score of a row, which s
 parameter and every input must be within 1e-6.
 """
 
-import collections
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import attnbook.validation as validation
 from attnbook import (
     causal_mask,
     decoder_layer,
@@ -327,24 +324,7 @@ def test_errors_name_the_argument(call, error, message):
         call()
 
 
-def validation_entries(call) -> collections.Counter:
-    """Calls into attnbook.validation from outside it while ``call()`` runs, by (caller module, caller)."""
-    entries, inside = collections.Counter(), validation.__file__
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == inside and frame.f_back.f_code.co_filename != inside:
-            caller = frame.f_back.f_code
-            entries[(Path(caller.co_filename).name, caller.co_name)] += 1
-
-    sys.setprofile(profile)
-    try:
-        call()
-    finally:
-        sys.setprofile(None)
-    return entries
-
-
-def test_a_vjp_validates_once_at_its_boundary():
+def test_a_vjp_validates_once_at_its_boundary(validation_entries):
     # the package's own structure test, for the taped layers: every check comes from the boundary
     # (transformer.py's check_*_inputs) or from the check of the output gradient in back
     weights = init_decoder_layer(D, D_FF)
