@@ -17,11 +17,11 @@ from attnbook.learning.decoding import (
     bigram_step,
     greedy_decode,
     length_normalisation,
-    log_softmax,
     nucleus_filter,
     sample,
     top_k_filter,
 )
+from attnbook.learning.gradients import log_softmax
 from attnbook.learning.tasks import BOS, EOS, PAD
 
 SAME = lambda state, index: state  # noqa: E731  the reorder of a model without state

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..validation import as_float_array, check_positive_int, check_seed
+from .gradients import log_softmax
 from .tasks import BOS, EOS, PAD
 
 __all__ = [
@@ -156,19 +157,6 @@ def _logits(step: Step, state, tokens: np.ndarray) -> tuple[np.ndarray, Any]:
 
 
 # --- kernels --------------------------------------------------------------------------------------------
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    r"""Unchecked kernel: :math:`\log \operatorname{softmax}(z)_i = z_i - m - \log \sum_j e^{z_j - m}`, ``m = max z``.
-
-    Entries at ``-inf`` stay at ``-inf`` (probability 0); each row needs one finite entry.
-
-    >>> log_softmax(np.array([[1000.0, 1000.0, -np.inf]])).round(4).tolist()
-    [[-0.6931, -0.6931, -inf]]
-    """
-    m = logits.max(axis=-1, keepdims=True)  # (..., 1)
-    shifted = logits - m  # (..., vocab)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (..., vocab)
 
 
 def top_k_filter(logits: np.ndarray, k: int) -> np.ndarray:

@@ -417,7 +417,14 @@ def _checked_logits_targets(logits, targets) -> tuple[np.ndarray, np.ndarray]:
     return z, t
 
 
-def _log_softmax(z: np.ndarray) -> np.ndarray:
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    r"""Unchecked kernel: :math:`\log \operatorname{softmax}(z)_i = z_i - m - \log \sum_j e^{z_j - m}`, ``m = max z``.
+
+    Entries at ``-inf`` stay at ``-inf`` (probability 0); each row needs one finite entry.
+
+    >>> log_softmax(np.array([[1000.0, 1000.0, -np.inf]])).round(4).tolist()
+    [[-0.6931, -0.6931, -inf]]
+    """
     shifted = z - z.max(axis=-1, keepdims=True)  # (..., n_classes), every entry <= 0
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (..., n_classes)
 
@@ -457,7 +464,7 @@ def entropy(z: np.ndarray, t: np.ndarray) -> float:
     >>> round(entropy(np.zeros((1, 2)), np.array([0])), 4)
     0.6931
     """
-    log_p = _log_softmax(z)  # (..., n_classes)
+    log_p = log_softmax(z)  # (..., n_classes)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)  # (..., 1)
     return float(-picked.mean())
 
@@ -495,7 +502,7 @@ def entropy_grads(z: np.ndarray, t: np.ndarray) -> np.ndarray:
     >>> entropy_grads(np.zeros((1, 2)), np.array([0])).tolist()
     [[-0.5, 0.5]]
     """
-    p = np.exp(_log_softmax(z))  # (..., n_classes)
+    p = np.exp(log_softmax(z))  # (..., n_classes)
     np.put_along_axis(p, t[..., None], np.take_along_axis(p, t[..., None], axis=-1) - 1, axis=-1)
     return p / t.size  # (..., n_classes)
 
@@ -580,7 +587,7 @@ def token_entropy(z: np.ndarray, t: np.ndarray, keep: np.ndarray, smoothing: flo
     """
     n_kept, n_classes = int(keep.sum()), z.shape[-1]
     t = np.where(keep, t, 0)  # (...): any class at a position left out
-    log_p = _log_softmax(z)  # (..., V)
+    log_p = log_softmax(z)  # (..., V)
     picked = np.take_along_axis(log_p, t[..., None], axis=-1)[..., 0]  # (...): log p of the target
     per_position = -(1 - smoothing) * picked - smoothing * log_p.mean(axis=-1)  # (...)
     loss = float(np.sum(np.where(keep, per_position, 0), dtype=np.float64) / n_kept)

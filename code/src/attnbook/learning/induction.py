@@ -49,7 +49,7 @@ from ..masks import causal_mask
 from ..positional import sinusoidal_encoding
 from ..transformer import EncoderLayerWeights, init_encoder_layer
 from ..validation import check_positive_int
-from .gradients import token_entropy
+from .gradients import log_softmax, token_entropy
 from .layers import embedding_tape, encoder_layer_tape, tied_logits_tape
 from .store import load_trained, trained_path
 from .tasks import repeated_sequence_batch
@@ -441,8 +441,7 @@ def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     >>> token_losses(np.zeros((1, 2, 4)), np.array([[0, 3]])).round(4).tolist()
     [[1.3863, 1.3863]]
     """
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # (batch, n, V), every entry <= 0
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (batch, n, V)
+    log_p = log_softmax(logits)  # (batch, n, V)
     return -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (batch, n)
 
 
