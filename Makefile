@@ -52,7 +52,7 @@ notebooks: $(STAMP)
 # one pytest run, so one summary line counts everything; the PDF first, so that the site it tests carries
 # it (tools/extensions/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused
 test: pdf book browser sandbox
-	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS)
+	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS) --durations=40
 
 test-package: $(STAMP)
 	$(PY) -m pytest code/tests code/src tests/test_pairing.py --doctest-modules
