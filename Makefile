@@ -50,9 +50,12 @@ notebooks: $(STAMP)
 	$(PY) -m tools.execute_notebooks
 
 # one pytest run, so one summary line counts everything; the PDF first, so that the site it tests carries
-# it (tools/extensions/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused
+# it (tools/extensions/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused.
+# One pytest-xdist worker per core (TEST_WORKERS=0: none); tools/test_groups.py decides what runs together
+TEST_WORKERS ?= auto
 test: pdf book browser sandbox
-	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS) --durations=40
+	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS) \
+	  -n $(TEST_WORKERS) --dist loadscope --durations=40
 
 test-package: $(STAMP)
 	$(PY) -m pytest code/tests code/src tests/test_pairing.py --doctest-modules
