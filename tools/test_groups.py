@@ -32,8 +32,8 @@ WHOLE_DIRECTORY = ("tests/artefacts/",)
 def place(path: str) -> tuple[int, str | None]:
     """Where a test of the file ``path`` (relative to the root, with /) runs: (rank, unit).
 
-    The rank orders the units (0: first, 1: the rest, 2: spread, last); the unit is the name of the group it runs in,
-    None when the test is a unit of its own.
+    The rank orders the units (0: first, 1: the rest, 2: spread, last); the unit names the group the test
+    runs in, None when the test is a unit of its own.
 
     >>> place("tests/artefacts/test_notebooks_zip.py")
     (0, 'tests/artefacts/')
