@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jupytext
@@ -30,7 +31,9 @@ kernelspec:
 :tags: [hide-input]
 
 import os
+from attnbook.book.prose import glue_number
 value = 6 * 7
+glue_number("third", 1 / 3)
 ```
 
 Prose between the cells.
@@ -51,6 +54,7 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The execution cache and its package stamp in a temporary folder, never the book's."""
     monkeypatch.setattr(execution, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(execution, "STAMP", tmp_path / "package-hash")
+    monkeypatch.setattr(execution, "GLUE_RECORDS", tmp_path / "glue-records")
     return tmp_path / "cache"
 
 
@@ -87,6 +91,28 @@ def test_a_failing_notebook_fails_the_fill_and_names_the_source(cache_dir, tmp_p
         execution.fill_cache([failing], jobs=1)
     assert "no value" in str(failure.value)
     assert execution.cached_sources() == set()
+    assert not execution.GLUE_RECORDS.exists() or list(execution.GLUE_RECORDS.iterdir()) == [], \
+        "a failed run left a glue record"
+
+
+def record_of(source: Path) -> list[dict]:
+    return [json.loads(line) for line in execution.glue_record_path(source).read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_builds_run_records_each_glued_value_unrounded_for_the_stability_test(cache_dir, source):
+    execution.fill_cache([source], jobs=1)
+    assert record_of(source) == [{"name": "third", "value": 1 / 3, "digits": 6, "via": "glue_number"}]
+    assert [p.name for p in execution.GLUE_RECORDS.iterdir()] == [execution.glue_record_path(source).name]
+
+
+def test_a_record_belongs_to_one_version_of_its_source_and_is_replaced_by_the_next(cache_dir, source):
+    execute(source)
+    first = execution.glue_record_path(source)
+    source.write_text(NOTEBOOK.replace("1 / 3", "2 / 3"), encoding="utf-8")
+    assert execution.glue_record_path(source) != first, "an edited source must not find the old record"
+    execute(source)
+    assert record_of(source)[0]["value"] == 2 / 3
+    assert not first.exists(), "the record of the older version was left behind"
 
 
 def test_make_notebooks_stores_its_run_for_the_book(cache_dir, source):

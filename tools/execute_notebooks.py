@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from tools import ROOT, display_path
-from tools.execution import STATIC_ENV, store_in_cache
+from tools.execution import book_kernel_environment, glue_record_path, store_in_cache
 
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
@@ -102,18 +101,14 @@ def execute(source: Path, cache: bool = False) -> float:
         store_widget_state=True,  # needed by Output widgets; the state is stripped below
         on_cell_execute=lambda cell, cell_index: running.append(cell_index),
     )
-    saved = os.environ.get(STATIC_ENV)
-    os.environ[STATIC_ENV] = "1"  # the kernel inherits it: the figures draw their website states, as in the book
-    try:
-        client.execute()
-    except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
-        where = cell_location(source, running[-1]) if running else display_path(source)
-        raise NotebookCellFailed(f"{where} failed:\n{error}") from error
-    finally:
-        if saved is None:
-            os.environ.pop(STATIC_ENV, None)
-        else:
-            os.environ[STATIC_ENV] = saved
+    # the kernel inherits the book's environment: the figures draw their website states, the glue is recorded
+    with book_kernel_environment(glue_record_path(source)) as keep:
+        try:
+            client.execute()
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+            where = cell_location(source, running[-1]) if running else display_path(source)
+            raise NotebookCellFailed(f"{where} failed:\n{error}") from error
+        keep()
     seconds = time.perf_counter() - start
     if cache:
         store_in_cache(source, copy.deepcopy(notebook), seconds)

@@ -16,12 +16,15 @@ already executed:
   stores the same run here, so the next ``make book`` executes nothing.
 
 Strict nbval (``make test``) and the stability test (tests/stability) re-execute the stored .ipynb on
-purpose: they check that a fresh run reproduces it, so they never read this cache.
+purpose: they check that a fresh run reproduces it, so they never read this cache. Each run here also
+records every glued value unrounded (:func:`book_kernel_environment`, :func:`glue_record_path`): the
+stability test takes that record as its unperturbed reference instead of running the notebook again.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import multiprocessing
 import os
@@ -39,6 +42,8 @@ from tools import ROOT, display_path
 CACHE = ROOT / "_build" / ".jupyter_cache"  # where jupyter-book puts it (execute.cache unset in _config.yml)
 STAMP = ROOT / "_build" / ".package-hash"  # the package hash the cache's notebooks were executed with
 STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # attnbook.book.static_widgets.STATIC_ENV (not imported: no numpy here)
+RECORD_ENV = "ATTNBOOK_GLUE_RECORD"  # attnbook.book.prose.RECORD_ENV: where the kernel records its glued values
+GLUE_RECORDS = ROOT / "_build" / ".glue-records"
 
 
 def _book_execute_config() -> dict:
@@ -63,6 +68,54 @@ def package_hash() -> str:
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def glue_record_path(source: Path) -> Path:
+    """Where a build's run of ``source`` leaves its glued values, unrounded, one JSON line per glue.
+
+    The name carries a digest of the source's text and of the package (:func:`package_hash`): a record
+    of another version of either is not found, and the stability test then runs its own reference.
+    """
+    digest = hashlib.sha256(source.read_bytes() + package_hash().encode()).hexdigest()[:16]
+    return GLUE_RECORDS / f"{_record_stem(source)}-{digest}.jsonl"
+
+
+def _record_stem(source: Path) -> str:
+    path = source.resolve()
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
+    return where.with_suffix("").as_posix().replace("/", "--")
+
+
+@contextlib.contextmanager
+def book_kernel_environment(record: Path):
+    """The environment a kernel started inside inherits while the book runs a notebook.
+
+    ``ATTNBOOK_STATIC_FIGURES=1``: the interactive figures draw their website states; ``ATTNBOOK_GLUE_RECORD``:
+    the glued values are recorded. Yields ``keep``: call it when the run succeeded, and the record is kept at
+    ``record`` (the notebook's :func:`glue_record_path`), replacing the records of the notebook's older
+    versions; otherwise it is dropped.
+    """
+    partial = record.with_name(record.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text("", encoding="utf-8")
+    saved = {key: os.environ.get(key) for key in (STATIC_ENV, RECORD_ENV)}
+    os.environ.update({STATIC_ENV: "1", RECORD_ENV: str(partial)})
+    succeeded = []
+    try:
+        yield lambda: succeeded.append(True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if succeeded:
+            stem = record.name[:-len("-0123456789abcdef.jsonl")]
+            for older in record.parent.glob(f"{stem}-{'?' * 16}.jsonl"):
+                older.unlink()
+            partial.replace(record)
+        else:
+            partial.unlink(missing_ok=True)
 
 
 def open_cache():
@@ -143,15 +196,16 @@ def _cache_bundle(cache, source: Path, notebook: nbformat.NotebookNode, seconds:
                                 check_validity=False, overwrite=True)
 
 
-def _execute_for_the_book(source: str, timeout: int) -> tuple[str, dict | None, float, str]:
-    """In a worker process: execute ``source`` as myst-nb would; (source, notebook or None, seconds, error)."""
+def _execute_for_the_book(source: str, timeout: int, record: str) -> tuple[str, dict | None, float, str]:
+    """In a worker process: execute ``source`` as myst-nb would, its glue recorded in ``record``;
+    (source, notebook or None, seconds, error)."""
     from jupyter_cache.executors.utils import single_nb_execution
     from jupyter_client.manager import KernelManager
 
     path = Path(source)
     notebook = read_as_myst_nb(path)
-    os.environ[STATIC_ENV] = "1"  # the kernel inherits this process's environment
-    with tempfile.TemporaryDirectory(prefix="attnbook-kernel-") as sockets:
+    # the kernel inherits this process's environment
+    with book_kernel_environment(Path(record)) as keep, tempfile.TemporaryDirectory(prefix="attnbook-kernel-") as sockets:
         # Unix sockets, not TCP: two kernels started at once can be handed the same free port
         kernel = KernelManager(kernel_name=notebook.metadata.get("kernelspec", {}).get("name", "python3"),
                                transport="ipc", ip=str(Path(sockets) / "kernel"))
@@ -161,6 +215,8 @@ def _execute_for_the_book(source: str, timeout: int) -> tuple[str, dict | None, 
         finally:  # nbclient leaves a kernel it was handed running
             if kernel.has_kernel:
                 kernel.shutdown_kernel(now=True)
+        if result.err is None:
+            keep()
     if result.err is not None:
         return source, None, result.time, result.exc_string or repr(result.err)
     return source, nbformat.from_dict(notebook), result.time, ""
@@ -196,7 +252,8 @@ def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tu
     failures = []
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_execute_for_the_book, str(source), timeout) for source in todo]
+        futures = [pool.submit(_execute_for_the_book, str(source), timeout, str(glue_record_path(source)))
+                   for source in todo]
         for future in concurrent.futures.as_completed(futures):
             source, notebook, seconds, error = future.result()
             if notebook is None:

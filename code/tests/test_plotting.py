@@ -236,3 +236,22 @@ def test_figure_to_img_html_refuses_an_empty_alt_text_and_a_non_figure():
         figure_to_img_html(plt.figure(), alt="   ")
     with pytest.raises(TypeError, match="fig must be a matplotlib Figure, got Axes"):
         figure_to_img_html(plt.figure().add_subplot(), alt="axes")
+
+
+def test_a_figure_laid_out_by_tight_layout_is_drawn_once_into_its_image(monkeypatch):
+    """figure_to_img_html draws each state of an interactive figure: one draw, not a layout draw first."""
+    from matplotlib.figure import Figure
+
+    from attnbook import figure_to_img_html
+
+    fig, axes = plt.subplots(1, 2, figsize=(4, 2))
+    for ax in axes:
+        plot_heatmap(np.eye(2), ax=ax, title="identity")
+    fig.tight_layout()
+    positions = [ax.get_position().bounds for ax in axes]
+    draws = []
+    original = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (draws.append(1), original(self, renderer))[1])
+    assert figure_to_img_html(fig, alt="two identity matrices").startswith('<img src="data:image/png;base64,')
+    assert len(draws) == 1
+    assert [ax.get_position().bounds for ax in axes] == positions, "the tight layout must be kept"

@@ -69,3 +69,29 @@ def test_decimals_store_exactly_what_a_fixed_point_format_shows():
 def test_decimals_must_be_an_integer():
     with pytest.raises(ValueError, match="decimals must be an integer"):
         glue_number("x", 1.0, decimals=2.5)
+
+
+def test_every_glue_is_recorded_unrounded_where_the_environment_says(tmp_path, monkeypatch):
+    import json
+
+    from attnbook.book import prose
+
+    record = tmp_path / "glue.jsonl"
+    monkeypatch.setenv(prose.RECORD_ENV, str(record))
+    prose.glue_number("third", 1 / 3)
+    prose.glue_number("shown", 4.1132504, decimals=4)
+    prose.glue_count("heads", 8.0)
+    assert [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()] == [
+        {"name": "third", "value": 1 / 3, "digits": 6, "via": "glue_number"},
+        {"name": "shown", "value": 4.1132504, "digits": 5, "via": "glue_number"},
+        {"name": "heads", "value": 8, "digits": None, "via": "glue_count"},
+    ]
+
+
+def test_nothing_is_recorded_without_the_environment_variable(tmp_path, monkeypatch):
+    from attnbook.book import prose
+
+    monkeypatch.delenv(prose.RECORD_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    prose.glue_number("third", 1 / 3)
+    assert list(tmp_path.iterdir()) == []

@@ -17,58 +17,17 @@ result (a notebook that checks two paths for bitwise equality keeps passing); ze
 numbers are left alone, as every machine computes them exactly, and so are integer arrays. The ``@``
 operator cannot be reached from Python; it is perturbed only through its inputs.
 
-It also records every glued value: ``attnbook.book.prose.glue_number`` and ``glue_count`` and myst-nb's ``glue``
-append ``{"name", "value", "digits", "via"}`` to the JSON-lines file named by the kernel's environment
-variable ``ATTNBOOK_GLUE_RECORD``. The perturbation is switched on by ``ATTNBOOK_PERTURB=1``; without it
-the cell only records, which gives the reference run.
+The perturbation is switched on by ``ATTNBOOK_PERTURB=1``; without it the cell does nothing. The glued
+values are recorded by attnbook itself (``attnbook.book.prose.RECORD_ENV``).
 """
 
 import functools as _functools
-import json as _json
 import os as _os
 
 import numpy as _np
 
 
 def _attnbook_perturbation_setup():
-    record_path = _os.environ["ATTNBOOK_GLUE_RECORD"]
-
-    def record(name, value, digits, via):
-        with open(record_path, "a", encoding="utf-8") as stream:
-            stream.write(_json.dumps({"name": name, "value": value, "digits": digits, "via": via}) + "\n")
-
-    import myst_nb
-
-    import attnbook.book.prose as prose
-
-    original_glue = myst_nb.glue
-
-    def recording_glue(name, variable, display=True):
-        if not getattr(recording_glue, "inside_prose", False):
-            record(name, repr(variable), None, "glue")
-        return original_glue(name, variable, display=display)
-
-    original_number, original_count = prose.glue_number, prose.glue_count
-
-    def recording_number(name, value, digits=prose.CLOSED_FORM, *, decimals=None):
-        record(name, float(value), prose.digits_kept(value, digits, decimals), "glue_number")
-        recording_glue.inside_prose = True
-        try:
-            return original_number(name, value, digits, decimals=decimals)
-        finally:
-            recording_glue.inside_prose = False
-
-    def recording_count(name, value):
-        recording_glue.inside_prose = True
-        try:
-            original_count(name, value)
-        finally:
-            recording_glue.inside_prose = False
-        record(name, int(value), None, "glue_count")
-
-    myst_nb.glue = recording_glue
-    prose.glue_number, prose.glue_count = recording_number, recording_count  # before the chapter imports them
-
     if _os.environ.get("ATTNBOOK_PERTURB") != "1":
         return
 

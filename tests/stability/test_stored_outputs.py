@@ -17,6 +17,11 @@ last place (``perturb_kernel.py``), and
 * every text output of the perturbed run (printed arrays, reprs, HTML, alt text in it) equals the stored
   one, after the same sanitising as nbval.
 
+The run "as it is" is the book's own: every build records each notebook's glued values, unrounded
+(tools/execution.py, ``glue_record_path``), and ``make test`` builds first, so only the perturbed run
+is new. When no record of the current notebook and package exists (a test run without a build, or
+after an edit), the test runs the reference itself, at the same time as the perturbed one.
+
 What they cannot catch: a difference that a real processor makes and this perturbation does not imitate
 (a library that takes another algorithm on another processor, not just another rounding), and a value
 that happens not to move under this one perturbation though it would under another. The margin of a
@@ -38,6 +43,7 @@ import pytest
 from attnbook.book.prose import round_significant
 from tools import ROOT
 from tools.execute_notebooks import merge_streams, notebook_sources
+from tools.execution import RECORD_ENV, glue_record_path
 
 HERE = Path(__file__).resolve().parent
 KERNEL_CELL = (HERE / "perturb_kernel.py").read_text(encoding="utf-8")
@@ -90,14 +96,14 @@ def comparable(outputs: list) -> list:
 def start_run(notebook_path: Path, workdir: Path, perturb: bool) -> tuple[subprocess.Popen, Path, Path]:
     """Start executing a stored notebook, with the recording (and perturbing) cell in front of its first cell.
 
-    The notebook runs in a child process (run_notebook.py), so the reference and the perturbed run go on at
+    The notebook runs in a child process (run_notebook.py), so a reference and a perturbed run can go on at
     once; it returns the process, the file the glued values are recorded in and the executed notebook's path.
     """
     kind = "perturbed" if perturb else "reference"
     record, executed = workdir / f"{kind}.jsonl", workdir / f"{kind}.ipynb"
     record.touch()
     notebook = nbformat.read(notebook_path, as_version=4)
-    prelude = (f"import os\nos.environ['ATTNBOOK_GLUE_RECORD'] = {str(record)!r}\n"
+    prelude = (f"import os\nos.environ[{RECORD_ENV!r}] = {str(record)!r}\n"
                f"os.environ['ATTNBOOK_PERTURB'] = {'1' if perturb else '0'!r}\n")
     notebook.cells.insert(0, nbformat.v4.new_code_cell(prelude + KERNEL_CELL))
     nbformat.write(notebook, executed)
@@ -142,9 +148,13 @@ def relative_change(reference: float, perturbed: float) -> float:
 
 @pytest.mark.parametrize("notebook_path", NOTEBOOKS, ids=IDS)
 def test_stored_outputs_do_not_depend_on_the_last_bits(notebook_path: Path, tmp_path: Path):
-    reference_process, reference_record, reference_notebook = start_run(notebook_path, tmp_path, perturb=False)
+    built = glue_record_path(notebook_path.with_suffix(".md"))
     perturbed_process, perturbed_record, perturbed_notebook = start_run(notebook_path, tmp_path, perturb=True)
-    finish_run(reference_process, reference_notebook)
+    if built.exists():  # the build's run is the reference
+        reference_record = built
+    else:
+        reference_process, reference_record, reference_notebook = start_run(notebook_path, tmp_path, perturb=False)
+        finish_run(reference_process, reference_notebook)
     perturbed = finish_run(perturbed_process, perturbed_notebook)
 
     reference_glue, perturbed_glue = glued(reference_record), glued(perturbed_record)

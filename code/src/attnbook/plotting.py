@@ -261,6 +261,12 @@ def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
     if not isinstance(alt, str) or not alt.strip():
         plt.close(fig)
         raise ValueError("alt must describe the figure (got an empty text)")
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        # left by a finished fig.tight_layout(): it would make savefig lay the figure out in a first,
+        # discarded draw (a fifth of the time of each state an interactive figure precomputes)
+        fig.set_layout_engine(None)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     plt.close(fig)

@@ -22,7 +22,9 @@ three keep a margin of more than ten thousand. When the prose shows a number wit
 decimals, ``decimals=`` stores exactly what it shows (see :func:`digits_kept`). The test
 ``tests/stability`` re-runs every notebook with its inputs and its ``exp``, ``matmul`` and ``einsum``
 results moved by a few units in the last place, and checks that no glued number moves by more than a
-hundredth of the rounding step its precision allows.
+hundredth of the rounding step its precision allows. Its unperturbed reference is the book's own run:
+when the environment variable ``ATTNBOOK_GLUE_RECORD`` names a file, every glue appends its unrounded
+value there, and the builds set it for each notebook they execute (tools/execution.py).
 
 Example:
     >>> round_significant(390.54602452, 6)
@@ -35,13 +37,18 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
 
-__all__ = ["AMPLIFIED", "CLOSED_FORM", "digits_kept", "glue_count", "glue_number", "round_significant"]
+__all__ = ["AMPLIFIED", "CLOSED_FORM", "RECORD_ENV", "digits_kept", "glue_count", "glue_number", "round_significant"]
 
 CLOSED_FORM = 6
 AMPLIFIED = 3
+# a file: every glue appends {"name", "value" (unrounded), "digits", "via"} to it as a JSON line; the book's
+# builds set it (tools/execution.py), and tests/stability compares a perturbed run's record with the build's
+RECORD_ENV = "ATTNBOOK_GLUE_RECORD"
 
 
 def round_significant(value: float, digits: int) -> float:
@@ -148,7 +155,9 @@ def glue_number(name: str, value: float, digits: int = CLOSED_FORM, *, decimals:
     --------
     >>> glue_number("ratio", 2 / 3)  # stores 0.666667; outside a notebook glue shows nothing
     """
-    _glue(name, round_significant(value, digits_kept(value, digits, decimals)))
+    kept = digits_kept(value, digits, decimals)
+    _glue(name, round_significant(value, kept))
+    _record(name, float(value), kept, "glue_number")
 
 
 def glue_count(name: str, value) -> None:
@@ -184,6 +193,15 @@ def glue_count(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
         raise ValueError(f"value of {name!r} must be a whole number to be glued as a count, got {value!r}")
     _glue(name, int(value))
+    _record(name, int(value), None, "glue_count")
+
+
+def _record(name: str, value, digits: int | None, via: str) -> None:
+    """Append the glued value, before rounding, to the file ``RECORD_ENV`` names (if it names one)."""
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps({"name": name, "value": value, "digits": digits, "via": via}) + "\n")
 
 
 def _glue(name: str, value) -> None:
