@@ -13,7 +13,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tools.built_site import AXE, CHROMIUM, CHROMIUM_FLAGS, HTML, LOAD_LAZY_IMAGES, SETTLE_PAGE, STATIC_FIGURES
+from tools.built_site import (AXE, AXE_RUN, CHROMIUM, CHROMIUM_FLAGS, DARK_THEME_RULES, HTML, LOAD_LAZY_IMAGES,
+                              SETTLE_PAGE, STATIC_FIGURES)
 
 
 @pytest.fixture(scope="session")
@@ -95,26 +96,17 @@ _FORMULAS = """() => ({
 _IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))"""
 
 
-# axe-core's findings that the book must not have: impact "serious" or "critical". Its CSSOM preload
-# (used by one rule, css-orientation-lock) re-fetches the theme's `@import "../basic.css"` relative to
-# the page instead of the stylesheet, a 404 the browser itself never makes, so it is switched off.
-_AXE_RUN = """async () => (await axe.run(document, {resultTypes: ['violations'], preload: false})).violations
-  .filter(v => v.impact === 'serious' || v.impact === 'critical')
-  .map(v => ({rule: v.id, impact: v.impact, help: v.help,
-              where: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))"""
-
-
 class PageReport:
     """What one visit to a page showed: requests, console, images, formulas, figures and axe-core's findings."""
 
-    def __init__(self, page_visit: PageVisit):
+    def __init__(self, page_visit: PageVisit, axe_rules: list[str] | None = None):
         page = page_visit.page
         page.evaluate(LOAD_LAZY_IMAGES)
         self.images = page.eval_on_selector_all("article img", _IMAGES)
         self.formulas = page.evaluate(_FORMULAS)
         self.static_figures = page.evaluate(STATIC_FIGURES)
         page.add_script_tag(path=str(AXE))
-        self.serious_accessibility_violations = page.evaluate(_AXE_RUN)
+        self.serious_accessibility_violations = page.evaluate(AXE_RUN, axe_rules)  # None: every rule
         # last, so that whatever rendering and the checks above requested or logged is included
         self.external_requests = list(page_visit.external_requests)
         self.failed_requests = list(page_visit.failed_requests)
@@ -133,7 +125,7 @@ def page_report(browser, site_url):
         if key not in reports:
             page_visit = PageVisit(browser, site_url, path, color_scheme)
             try:
-                reports[key] = PageReport(page_visit)
+                reports[key] = PageReport(page_visit, DARK_THEME_RULES if color_scheme == "dark" else None)
             finally:
                 page_visit.close()
         return reports[key]

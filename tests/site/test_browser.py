@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tools.built_site import FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION, LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages
+from tools.built_site import (AXE, AXE_RUN, DARK_THEME_RULES, FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION,
+                              LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages)
 
 CHAPTER = "chapters/scaled_dot_product_attention.html"
 
@@ -109,6 +110,17 @@ def test_page_figures_respond_to_every_control(visit, path):
 def test_page_has_no_serious_accessibility_violation(page_report, path, color_scheme):
     violations = page_report(path, color_scheme).serious_accessibility_violations
     assert violations == [], f"axe-core ({color_scheme} theme): {violations}"
+
+
+def test_the_contrast_check_finds_a_code_token_of_too_light_a_colour(visit):
+    """The code's tokens are checked one per kind (tools/built_site.py, AXE_RUN): a kind made unreadable is found."""
+    page = visit(CHAPTER, "dark").page
+    page.add_script_tag(path=str(AXE))
+    assert page.evaluate(AXE_RUN, DARK_THEME_RULES) == [], "the chapter must pass before its colours are spoiled"
+    background = page.evaluate("() => getComputedStyle(document.querySelector('div.highlight')).backgroundColor")
+    page.add_style_tag(content=f".highlight .k {{ color: {background} !important; }}")  # keywords: `import`, `for`
+    found = page.evaluate(AXE_RUN, DARK_THEME_RULES)
+    assert [v["rule"] for v in found] == ["color-contrast"] and ".k" in found[0]["where"][0], found
 
 
 def test_pages_with_figures_are_checked():
