@@ -95,3 +95,29 @@ def test_nothing_is_recorded_without_the_environment_variable(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     prose.glue_number("third", 1 / 3)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [7, 0.804, "a word"])
+def test_glue_displays_what_myst_nbs_glue_displays(value, monkeypatch):
+    import IPython.display
+    import myst_nb.ext.glue
+
+    from attnbook.book import prose
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *args, **kwargs: shown.append((args, kwargs)))
+    monkeypatch.setattr(myst_nb.ext.glue, "ipy_display", lambda *args, **kwargs: shown.append((args, kwargs)))
+    prose._glue("name", value)
+    myst_nb.ext.glue.glue("name", value, display=False)
+    assert shown[0] == shown[1]
+    assert prose.GLUE_PREFIX == myst_nb.ext.glue.GLUE_PREFIX
+
+
+def test_gluing_does_not_import_myst_nb_or_nbformat():
+    """They cost a kernel about a second to import, in every run of every notebook."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from attnbook.book.prose import glue_count, glue_number; glue_number('x', 0.5); "
+            "glue_count('n', 3); print(sorted({'myst_nb', 'nbformat', 'jsonschema'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -49,6 +49,7 @@ AMPLIFIED = 3
 # a file: every glue appends {"name", "value" (unrounded), "digits", "via"} to it as a JSON line; the book's
 # builds set it (tools/execution.py), and tests/stability compares a perturbed run's record with the build's
 RECORD_ENV = "ATTNBOOK_GLUE_RECORD"
+GLUE_PREFIX = "application/papermill.record/"  # myst-nb's glue protocol (myst_nb.ext.glue.GLUE_PREFIX)
 
 
 def round_significant(value: float, digits: int) -> float:
@@ -205,6 +206,12 @@ def _record(name: str, value, digits: int | None, via: str) -> None:
 
 
 def _glue(name: str, value) -> None:
-    from myst_nb import glue  # imported here: the package itself does not need myst-nb
+    """myst-nb's ``glue(name, value, display=False)``, written out: the value's display data under
+    ``GLUE_PREFIX``, named in the output's metadata. Importing ``myst_nb.glue`` would cost each kernel about a
+    second (it brings nbformat and jsonschema), in every run of every notebook."""
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display
 
-    glue(name, value, display=False)
+    bundle, metadata = format_display_data(value)
+    metadata["scrapbook"] = {"name": name, "mime_prefix": GLUE_PREFIX}
+    display({GLUE_PREFIX + key: data for key, data in bundle.items()}, raw=True, metadata=metadata)
