@@ -11,7 +11,7 @@
 #   make bench      print the benchmark figures (attention; training throughput against PyTorch) into the package
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
-#   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, stability too)
+#   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, stability, a build executing every notebook)
 #   make words      print the visible prose of every page (BASE=rev compares with a git revision)
 #   make clean      remove the build and the execution cache
 

@@ -3,12 +3,14 @@
 `make build-times` removes _build (the state of a fresh clone after `make venv` and `make assets`), then
 runs and times each phase as the Makefile does, one after the other:
 
-* ``book``: `python -m tools.build_book`, split into the notebooks' execution (tools/execution.py, one
-  kernel per core) and Sphinx;
+* ``book``: `python -m tools.build_book`, split into the notebooks' execution and Sphinx. A fresh clone
+  executes no notebook: the build takes each from the run `make notebooks` kept (tools/site_outputs.py);
+* ``executing``: the same build from a clean _build with those runs ignored (``ATTNBOOK_IGNORE_KEPT_RUNS=1``),
+  as after a change of the package before `make notebooks`: every notebook executed, one kernel per core;
 * ``pdf``: `python -m tools.build_pdf` (skipped without xelatex); it finds every notebook in the cache
   the book filled, so it executes none;
 * ``nbval``: strict nbval over every paired notebook (`make test-notebooks`), which re-executes each;
-* ``stability``: tests/stability, which runs each notebook twice (as stored, and perturbed).
+* ``stability``: tests/stability, which runs each notebook perturbed (its reference is the build's record).
 
 For each phase it prints the seconds, how many notebooks the build executed, and the machine's load
 average before and after (other programs sharing the CPU make every figure larger). A benchmark, not a
@@ -30,9 +32,10 @@ import time
 from pathlib import Path
 
 from tools import ROOT
+from tools.execution import IGNORE_KEPT_RUNS_ENV
 
 BUILD = ROOT / "_build"
-PHASES = ("book", "pdf", "nbval", "stability")
+PHASES = ("book", "pdf", "nbval", "stability", "executing")
 NBVAL_ARGS = ["--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=120"]
 
 
@@ -44,6 +47,7 @@ def commands() -> dict[str, list[str]]:
         "pdf": [python, "-m", "tools.build_pdf"],
         "nbval": [python, "-m", "pytest", "-q", "--nbval", *notebooks, *NBVAL_ARGS],
         "stability": [python, "-m", "pytest", "-q", "tests/stability"],
+        "executing": [python, "-m", "tools.build_book"],
     }
 
 
@@ -68,9 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         if phase == "pdf" and shutil.which("xelatex") is None:
             rows.append((phase, None, "", load(), "", "skipped: no xelatex (make texlive)"))
             continue
+        environment = dict(os.environ)
+        if phase == "executing":
+            shutil.rmtree(BUILD, ignore_errors=True)
+            environment[IGNORE_KEPT_RUNS_ENV] = "1"
         before = load()
         start = time.perf_counter()
-        result = subprocess.run(commands()[phase], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        result = subprocess.run(commands()[phase], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=environment)
         seconds = time.perf_counter() - start
         if result.returncode != 0:
             print(result.stdout[-5000:])
@@ -78,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         detail = ""
         times = json.loads((BUILD / "build-times.json").read_text()) if (BUILD / "build-times.json").exists() else {}
-        what = {"book": "book", "pdf": "PDF"}.get(phase)
+        what = {"book": "book", "pdf": "PDF", "executing": "book"}.get(phase)
         if what in times:
             t = times[what]
             detail = f"{t['notebooks_executed']} notebooks executed in {t['execute_s']} s, Sphinx {t['sphinx_s']} s"

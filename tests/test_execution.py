@@ -1,16 +1,18 @@
-"""Tests of tools/execution.py: one execution of each notebook serves the website, the PDF and
-`make notebooks`, through jupyter-cache entries stored under the key myst-nb looks them up by."""
+"""Tests of tools/execution.py and tools/site_outputs.py: one execution of each notebook serves the website,
+the PDF and `make notebooks`, through jupyter-cache entries stored under the key myst-nb looks them up by;
+the run `make notebooks` keeps in the repository is the one a fresh clone builds from."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
 
-from tools import execution
+from tools import execution, site_outputs
 from tools.execute_notebooks import execute, notebook_sources
 
 NOTEBOOK = """---
@@ -55,6 +57,7 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(execution, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(execution, "STAMP", tmp_path / "package-hash")
     monkeypatch.setattr(execution, "GLUE_RECORDS", tmp_path / "glue-records")
+    monkeypatch.setattr(site_outputs, "SITE_OUTPUTS", tmp_path / "site-outputs")
     return tmp_path / "cache"
 
 
@@ -115,13 +118,91 @@ def test_a_record_belongs_to_one_version_of_its_source_and_is_replaced_by_the_ne
     assert not first.exists(), "the record of the older version was left behind"
 
 
-def test_make_notebooks_stores_its_run_for_the_book(cache_dir, source):
+def test_make_notebooks_keeps_its_run_for_the_book(cache_dir, source):
     """The run that writes the .ipynb is the one the book takes: fill_cache then executes nothing."""
-    execute(source, cache=True)
-    assert execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))
+    execute(source)
+    execution.GLUE_RECORDS.joinpath(execution.glue_record_path(source).name).unlink()  # as in a fresh clone
     assert execution.fill_cache([source], jobs=1) == (0, 0.0)
+    assert execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))
     stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     assert [o["text"] for o in stored.cells[-1].outputs] == ["42 1\n"]
+    assert record_of(source) == [{"name": "third", "value": 1 / 3, "digits": 6, "via": "glue_number"}], \
+        "the kept run's glue record must be in place for the stability test"
+
+
+FIGURE_CELL = """
+```{code-cell} ipython3
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from attnbook import figure_to_img_html
+from attnbook.book.static_widgets import control_from_widget, with_static_page
+
+slider = widgets.IntSlider(value=1, min=1, max=2, description="lines")
+picture = widgets.HTML()
+
+def render(lines):
+    fig, ax = plt.subplots(figsize=(1, 1))
+    for k in range(lines):
+        ax.plot([0, 1], [k, k])
+    return figure_to_img_html(fig, f"{lines} horizontal lines"), f"{lines} lines"
+
+display(with_static_page(widgets.VBox([slider, picture]), [control_from_widget(slider)], render))
+```
+"""
+
+
+def _figure_html(notebook) -> list[str]:
+    return [output.get("data", {}).get("text/html", "") for cell in notebook.cells if cell.cell_type == "code"
+            for output in cell.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in output.get("data", {})]
+
+
+@pytest.fixture
+def figure_source(source: Path) -> Path:
+    source.write_text(NOTEBOOK + FIGURE_CELL, encoding="utf-8")
+    return source
+
+
+def test_a_fresh_clone_builds_the_figures_states_from_the_kept_run_without_a_kernel(cache_dir, figure_source):
+    _, shown = execute(figure_source)
+    [static_form] = _figure_html(shown)
+    assert len(set(re.findall(r"data:image/png;base64,[^\"]+", static_form))) == 2, "the book's run draws both states"
+    paired = figure_source.with_suffix(".ipynb").read_text(encoding="utf-8")
+    assert "attn-static-widget" not in paired and "widget-view" not in paired, "the reader's .ipynb holds neither"
+    kept = (site_outputs.SITE_OUTPUTS / "small.json").read_text(encoding="utf-8")
+    assert len(set(site_outputs.STATE_REFERENCE.findall(kept))) == 2 and "base64" not in kept, (
+        "the pictures are kept as files, by name")
+    assert len(list((site_outputs.SITE_OUTPUTS / "states").glob("*.png"))) == 2
+    assert execution.fill_cache([figure_source], jobs=1) == (0, 0.0)
+    _, merged = execution.open_cache().merge_match_into_notebook(execution.read_as_myst_nb(figure_source))
+    assert _figure_html(merged) == [static_form], "the book shows the states the run drew"
+
+
+def test_a_kept_run_of_another_version_of_the_source_is_executed_again(cache_dir, figure_source):
+    execute(figure_source)
+    figure_source.write_text(figure_source.read_text(encoding="utf-8").replace("6 * 7", "7 * 6"), encoding="utf-8")
+    assert not execution.take_kept_run(figure_source), "an edited source must not take the older run"
+    assert execution.fill_cache([figure_source], jobs=1)[0] == 1
+
+
+def test_a_kept_run_of_another_package_is_executed_again(cache_dir, figure_source, monkeypatch):
+    execute(figure_source)
+    monkeypatch.setattr(execution, "package_hash", lambda: "another package")
+    assert not execution.take_kept_run(figure_source)
+
+
+def test_a_build_asked_to_ignore_the_kept_runs_executes_every_notebook(cache_dir, source, monkeypatch):
+    execute(source)
+    monkeypatch.setenv(execution.IGNORE_KEPT_RUNS_ENV, "1")
+    assert execution.fill_cache([source], jobs=1)[0] == 1
+
+
+def test_pictures_no_kept_figure_shows_are_removed(cache_dir, figure_source):
+    execute(figure_source)
+    figure_source.write_text(NOTEBOOK, encoding="utf-8")  # the figure is gone
+    execute(figure_source)
+    assert site_outputs.referenced_states() == set()
+    assert site_outputs.prune_states() == 2
+    assert list((site_outputs.SITE_OUTPUTS / "states").glob("*.png")) == []
 
 
 def test_a_run_of_other_code_cells_is_refused(cache_dir, source):

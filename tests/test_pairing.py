@@ -17,8 +17,9 @@ import jupytext
 import nbformat
 import pytest
 
-from tools import ROOT
+from tools import ROOT, site_outputs
 from tools.execute_notebooks import notebook_sources, stale_cells
+from tools.execution import record_stem, source_digest
 
 SOURCES = notebook_sources()
 
@@ -41,6 +42,20 @@ def test_source_has_executed_pair_with_identical_cells(source: Path):
     # identical: the same type, source and metadata the .md controls (tags, alt text, points, ...)
     problems = stale_cells(source)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_the_websites_part_of_the_run_is_kept_for_the_current_source_and_package(source: Path):
+    """The book builds from the run `make notebooks` kept (tools/site_outputs.py); a run of an older
+    source or package would make the build execute the notebook again."""
+    assert site_outputs.recorded_digest(record_stem(source)) == source_digest(source), (
+        "web/site-outputs holds no run of this source with this package: run `make notebooks`")
+
+
+def test_every_picture_a_kept_figure_shows_is_in_the_repository_and_no_other():
+    stored = {path.name for path in (site_outputs.SITE_OUTPUTS / "states").glob("*.png")}
+    assert site_outputs.referenced_states() <= stored, "pictures are missing: run `make notebooks`"
+    assert stored <= site_outputs.referenced_states(), "pictures no figure shows: run `make notebooks`"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)

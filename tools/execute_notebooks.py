@@ -3,15 +3,16 @@
     python -m tools.execute_notebooks                 # every paired notebook
     python -m tools.execute_notebooks chapters/x.md   # just these
 
-For each source it reads the .md with jupytext, executes it with nbclient (per-cell timeout, no
-timing metadata, stable cell ids, stream chunks joined) as the book's builds do, with
-``ATTNBOOK_STATIC_FIGURES=1``, and stores that run in the book's execution cache (tools/execution.py):
-the next ``make book`` or ``make pdf`` takes the notebook from there and does not execute it again.
-It then drops the widget state and views (fresh random model ids on every run would make git noise)
-and the precomputed static form of interactive figures (the site builds from the .md), and writes the .ipynb with jupytext
-so the pair stays linked. It prints how long each notebook took. When a cell fails, it names the
-source, the code cell's number and the line of its ``{code-cell}`` fence, e.g.
-``chapters/masks.md, code cell 7 (line 123)``, and exits with status 1.
+For each source it reads the .md with jupytext and executes it with nbclient (per-cell timeout, no
+timing metadata, stable cell ids) as the book does (tools/execution.py, ``book_kernel_environment``:
+the interactive figures draw their website states, the glued values are recorded), one kernel per core
+(``ATTNBOOK_JOBS`` sets how many), except that a notebook that measures times runs alone.
+From that one run it writes the paired .ipynb, what a reader's Jupyter shows, and keeps what the website
+needs besides in web/site-outputs/ (tools/site_outputs.py): the builds then take the notebook from there
+and do not execute it again, from any clone. Pictures of figure states no notebook shows any more are
+removed. It prints how long each notebook took. When a cell fails, it names the source, the code cell's
+number and the line of its ``{code-cell}`` fence, e.g. ``chapters/masks.md, code cell 7 (line 123)``,
+and exits with status 1.
 
 :func:`stale_cells` is the pairing check (tests/test_pairing.py): a pair is stale when a cell's type,
 source or the metadata the .md controls (tags, alt text, points, ...) differs.
@@ -19,8 +20,11 @@ source or the metadata the .md controls (tags, alt text, points, ...) differs.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import hashlib
+import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,8 +35,8 @@ from jupytext.myst import myst_to_notebook
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-from tools import ROOT, display_path
-from tools.execution import book_kernel_environment, glue_record_path, store_in_cache
+from tools import ROOT, display_path, site_outputs
+from tools.execution import book_kernel_environment, glue_record_path, ipc_kernel, record_stem, source_digest
 
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
@@ -54,19 +58,6 @@ def notebook_sources(root: Path = ROOT) -> list[Path]:
     return sorted(p for d in SOURCE_DIRS for p in (root / d).glob("*.md") if is_notebook_source(p))
 
 
-def merge_streams(outputs: list) -> list:
-    """Join consecutive stdout (or stderr) chunks: how the kernel splits them depends on timing."""
-    merged: list = []
-    for output in outputs:
-        previous = merged[-1] if merged else None
-        if (output.output_type == "stream" and previous is not None
-                and previous.output_type == "stream" and previous.name == output.name):
-            previous.text += output.text
-        else:
-            merged.append(output)
-    return merged
-
-
 def cell_location(source: Path, index: int) -> str:
     """Where cell ``index`` of the MyST notebook ``source`` is: ``chapters/masks.md, code cell 7 (line 123)``.
 
@@ -81,10 +72,11 @@ def cell_location(source: Path, index: int) -> str:
     return f"{place}, code cell {number} (line {notebook.metadata['source_map'][index]})"
 
 
-def execute(source: Path, cache: bool = False) -> float:
-    """Execute ``source`` and write its paired .ipynb; with ``cache``, store the run in the book's cache too.
+def execute(source: Path) -> tuple[float, nbformat.NotebookNode]:
+    """Execute ``source`` as the book does, write its paired .ipynb and keep what the website needs besides
+    (tools/site_outputs.py), so that no build executes it again.
 
-    Returns the execution's seconds.
+    Returns the execution's seconds and the notebook the book shows (:func:`tools.site_outputs.book_notebook`).
     """
     notebook = jupytext.read(source)
     for index, cell in enumerate(notebook.cells):  # stable ids: jupytext draws random ones
@@ -92,41 +84,39 @@ def execute(source: Path, cache: bool = False) -> float:
     notebook.metadata.setdefault("jupytext", {})["formats"] = "md:myst,ipynb"
     start = time.perf_counter()
     running: list[int] = []  # the index of the cell being executed
-    client = NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(source.parent)}},
-        record_timing=False,
-        store_widget_state=True,  # needed by Output widgets; the state is stripped below
-        on_cell_execute=lambda cell, cell_index: running.append(cell_index),
-    )
+    record = glue_record_path(source)
     # the kernel inherits the book's environment: the figures draw their website states, the glue is recorded
-    with book_kernel_environment(glue_record_path(source)) as keep:
+    with book_kernel_environment(record) as keep, ipc_kernel("python3") as kernel:
+        client = NotebookClient(
+            notebook,
+            km=kernel,
+            timeout=CELL_TIMEOUT_S,
+            resources={"metadata": {"path": str(source.parent)}},
+            record_timing=False,
+            store_widget_state=True,  # needed by Output widgets; the state is stripped below
+            on_cell_execute=lambda cell, cell_index: running.append(cell_index),
+        )
         try:
-            client.execute()
+            client.execute(cleanup_kc=True)  # close the client's sockets; ipc_kernel stops the kernel
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
             where = cell_location(source, running[-1]) if running else display_path(source)
             raise NotebookCellFailed(f"{where} failed:\n{error}") from error
         keep()
     seconds = time.perf_counter() - start
-    if cache:
-        store_in_cache(source, copy.deepcopy(notebook), seconds)
-    notebook.metadata.pop("widgets", None)
-    for cell in notebook.cells:
-        cell.metadata.pop("execution", None)
-        for output in cell.get("outputs", []):  # views of widgets whose state is not saved
-            data = output.get("data", {})
-            if data.pop("application/vnd.jupyter.widget-view+json", None) is not None:
-                # and the website's precomputed form of an interactive figure (attnbook.book.static_widgets):
-                # every state's image, which the site builds from the .md; Jupyter shows the live widget
-                if 'class="attn-static-widget"' in data.get("text/html", ""):
-                    data.pop("text/html")
-        if cell.cell_type == "code":
-            cell.outputs = merge_streams(cell.outputs)
-    nbformat.validate(notebook)
-    jupytext.write(notebook, source.with_suffix(".ipynb"), fmt="ipynb")
-    return seconds
+    reader, extras = site_outputs.reader_notebook(notebook)
+    nbformat.validate(reader)
+    jupytext.write(reader, source.with_suffix(".ipynb"), fmt="ipynb")
+    site_outputs.save(record_stem(source), source_digest(source), extras, record.read_text(encoding="utf-8"))
+    return seconds, site_outputs.book_notebook(copy.deepcopy(reader), extras)
+
+
+def _execute_in_worker(source: str) -> tuple[str, float, str]:
+    """In a worker process: :func:`execute` ``source``; (source, seconds, error message or "")."""
+    try:
+        seconds, _ = execute(Path(source))
+    except NotebookCellFailed as failure:
+        return source, 0.0, str(failure)
+    return source, seconds, ""
 
 
 def cell_key(cell) -> tuple:
@@ -159,19 +149,40 @@ def stale_cells(source: Path) -> list[str]:
     return problems
 
 
+def measures_time(source: Path) -> bool:
+    """Whether ``source`` glues a time it measures (a glue named ``measured_…``, tests/stability): it then
+    runs alone, so that no other kernel competes with what it measures."""
+    return "measured_" in source.read_text(encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     sources = [Path(a).resolve() for a in argv] or notebook_sources()
-    total = 0.0
-    for source in sources:
-        try:
-            seconds = execute(source, cache=True)
-        except NotebookCellFailed as failure:
-            print(f"error: {failure}", file=sys.stderr)
-            return 1
-        total += seconds
-        print(f"executed {display_path(source)} in {seconds:.1f} s")
-    print(f"{len(sources)} notebook(s) executed in {total:.1f} s")
-    return 0
+    jobs = max(1, int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1)
+    # the longest first (the largest stored notebook draws the most), so the last one to start is short
+    sources.sort(key=lambda s: s.with_suffix(".ipynb").stat().st_size if s.with_suffix(".ipynb").exists() else 0,
+                 reverse=True)
+    together = [source for source in sources if not measures_time(source)]
+    alone = [source for source in sources if measures_time(source)]
+    print(f"executing {len(sources)} notebook(s): {len(together)} of them {jobs} at a time, then the "
+          f"{len(alone)} that measure times one at a time", flush=True)
+    start = time.perf_counter()
+    failures = []
+    context = multiprocessing.get_context("spawn")
+    for batch, workers in ((together, jobs), (alone, 1)):
+        if not batch:
+            continue
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(batch)), mp_context=context) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(_execute_in_worker, str(s)) for s in batch]):
+                source, seconds, error = future.result()
+                if error:
+                    failures.append(error)
+                    print(f"error: {error}", file=sys.stderr, flush=True)
+                else:
+                    print(f"executed {display_path(Path(source))} in {seconds:.1f} s", flush=True)
+    unused = site_outputs.prune_states()
+    print(f"{len(sources) - len(failures)} notebook(s) executed in {time.perf_counter() - start:.1f} s; "
+          f"{unused} picture(s) no figure shows any more removed from {display_path(site_outputs.SITE_OUTPUTS)}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -6,17 +6,17 @@ Left to itself, myst-nb executes each notebook there, one after the other, the f
 reads it. This module fills that cache before Sphinx starts, so that the build finds every notebook
 already executed:
 
-* :func:`fill_cache` executes the notebooks the cache lacks, several at once (one kernel per core),
-  with ``ATTNBOOK_STATIC_FIGURES=1`` (the interactive figures then draw the states the website shows;
-  attnbook.book.static_widgets), and stores each under the key myst-nb looks it up by (its code cells
-  and their metadata, as myst-nb reads the .md). ``make book`` and ``make pdf`` both call it, and they
-  share the cache, so a build of both executes each notebook once.
-* :func:`store_in_cache` stores a notebook executed elsewhere: ``make notebooks``
-  (tools/execute_notebooks.py) executes each notebook once, writes its paired .ipynb from that run and
-  stores the same run here, so the next ``make book`` executes nothing.
+* :func:`fill_cache` first takes, for each notebook the cache lacks, the run ``make notebooks`` kept
+  (:func:`take_kept_run`: the paired .ipynb and web/site-outputs, tools/site_outputs.py) when it is a
+  run of the current source and package: a fresh clone builds the book without starting a kernel.
+* It executes the rest, several at once (one kernel per core), with ``ATTNBOOK_STATIC_FIGURES=1`` (the
+  interactive figures then draw the states the website shows; attnbook.book.static_widgets), and stores
+  each under the key myst-nb looks it up by (its code cells and their metadata, as myst-nb reads the
+  .md). ``make book`` and ``make pdf`` both call it, and they share the cache, so a build of both
+  executes each notebook at most once, and a notebook ``make notebooks`` executed is not executed again.
 
 Strict nbval (``make test``) and the stability test (tests/stability) re-execute the stored .ipynb on
-purpose: they check that a fresh run reproduces it, so they never read this cache. Each run here also
+purpose: they check that a fresh run reproduces it, so they never read this cache. Each run also
 records every glued value unrounded (:func:`book_kernel_environment`, :func:`glue_record_path`): the
 stability test takes that record as its unperturbed reference instead of running the notebook again.
 """
@@ -34,16 +34,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
 import yaml
 
-from tools import ROOT, display_path
+from tools import ROOT, display_path, site_outputs
 
 CACHE = ROOT / "_build" / ".jupyter_cache"  # where jupyter-book puts it (execute.cache unset in _config.yml)
 STAMP = ROOT / "_build" / ".package-hash"  # the package hash the cache's notebooks were executed with
 STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # attnbook.book.static_widgets.STATIC_ENV (not imported: no numpy here)
 RECORD_ENV = "ATTNBOOK_GLUE_RECORD"  # attnbook.book.prose.RECORD_ENV: where the kernel records its glued values
 GLUE_RECORDS = ROOT / "_build" / ".glue-records"
+IGNORE_KEPT_RUNS_ENV = "ATTNBOOK_IGNORE_KEPT_RUNS"  # "1": execute every notebook (benchmarks/build_times.py)
 
 
 def _book_execute_config() -> dict:
@@ -70,17 +72,22 @@ def package_hash() -> str:
     return digest.hexdigest()
 
 
+def source_digest(source: Path) -> str:
+    """A digest of the source's text and of the package (:func:`package_hash`): which version of both a run ran."""
+    return hashlib.sha256(source.read_bytes() + package_hash().encode()).hexdigest()[:16]
+
+
 def glue_record_path(source: Path) -> Path:
     """Where a build's run of ``source`` leaves its glued values, unrounded, one JSON line per glue.
 
-    The name carries a digest of the source's text and of the package (:func:`package_hash`): a record
-    of another version of either is not found, and the stability test then runs its own reference.
+    The name carries :func:`source_digest`: a record of another version of the source or the package is
+    not found, and the stability test then runs its own reference.
     """
-    digest = hashlib.sha256(source.read_bytes() + package_hash().encode()).hexdigest()[:16]
-    return GLUE_RECORDS / f"{_record_stem(source)}-{digest}.jsonl"
+    return GLUE_RECORDS / f"{record_stem(source)}-{source_digest(source)}.jsonl"
 
 
-def _record_stem(source: Path) -> str:
+def record_stem(source: Path) -> str:
+    """``source``'s path in the repository as one file name: ``chapters--masks``."""
     path = source.resolve()
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
     return where.with_suffix("").as_posix().replace("/", "--")
@@ -196,30 +203,58 @@ def _cache_bundle(cache, source: Path, notebook: nbformat.NotebookNode, seconds:
                                 check_validity=False, overwrite=True)
 
 
+@contextlib.contextmanager
+def ipc_kernel(kernel_name: str):
+    """A kernel manager for one notebook run, its kernel on Unix sockets, not TCP (two kernels started at
+    once can be handed the same free port); the kernel is shut down afterwards (nbclient leaves a kernel it
+    was handed running)."""
+    from jupyter_client.manager import KernelManager
+
+    with tempfile.TemporaryDirectory(prefix="attnbook-kernel-") as sockets:
+        kernel = KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        try:
+            yield kernel
+        finally:
+            if kernel.has_kernel:
+                kernel.shutdown_kernel(now=True)
+
+
 def _execute_for_the_book(source: str, timeout: int, record: str) -> tuple[str, dict | None, float, str]:
     """In a worker process: execute ``source`` as myst-nb would, its glue recorded in ``record``;
     (source, notebook or None, seconds, error)."""
     from jupyter_cache.executors.utils import single_nb_execution
-    from jupyter_client.manager import KernelManager
 
     path = Path(source)
     notebook = read_as_myst_nb(path)
     # the kernel inherits this process's environment
-    with book_kernel_environment(Path(record)) as keep, tempfile.TemporaryDirectory(prefix="attnbook-kernel-") as sockets:
-        # Unix sockets, not TCP: two kernels started at once can be handed the same free port
-        kernel = KernelManager(kernel_name=notebook.metadata.get("kernelspec", {}).get("name", "python3"),
-                               transport="ipc", ip=str(Path(sockets) / "kernel"))
-        try:
-            result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
-                                         meta_override=True, km=kernel)
-        finally:  # nbclient leaves a kernel it was handed running
-            if kernel.has_kernel:
-                kernel.shutdown_kernel(now=True)
+    with book_kernel_environment(Path(record)) as keep, \
+            ipc_kernel(notebook.metadata.get("kernelspec", {}).get("name", "python3")) as kernel:
+        result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
+                                     meta_override=True, km=kernel)
         if result.err is None:
             keep()
     if result.err is not None:
         return source, None, result.time, result.exc_string or repr(result.err)
-    return source, nbformat.from_dict(notebook), result.time, ""
+    # the notebook the book shows, as if it came from web/site-outputs: the same page either way
+    reader, extras = site_outputs.reader_notebook(nbformat.from_dict(notebook))
+    return source, site_outputs.book_notebook(reader, extras), result.time, ""
+
+
+def take_kept_run(source: Path) -> bool:
+    """Store in the cache the run of ``source`` that ``make notebooks`` kept (its paired .ipynb and
+    web/site-outputs, tools/site_outputs.py) and put its glue record in place, when that run is of the
+    current source and package and the pair is fresh; returns whether it did."""
+    from tools.execute_notebooks import stale_cells  # (that module imports this one)
+
+    kept = site_outputs.load(record_stem(source), source_digest(source))
+    if kept is None or stale_cells(source):
+        return False
+    extras, glue = kept
+    store_in_cache(source, site_outputs.book_notebook(jupytext.read(source.with_suffix(".ipynb")), extras), 0.0)
+    record = glue_record_path(source)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(glue, encoding="utf-8")
+    return True
 
 
 def book_notebooks() -> list[Path]:
@@ -239,6 +274,12 @@ def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tu
     sources = book_notebooks() if sources is None else sources
     cache = open_cache()
     todo = [source for source in sources if not is_cached(cache, read_as_myst_nb(source))]
+    ignore_kept = os.environ.get(IGNORE_KEPT_RUNS_ENV) == "1"
+    kept = [] if ignore_kept else [source for source in todo if take_kept_run(source)]
+    if kept:
+        print(f"{len(kept)} notebook(s) taken from the runs `make notebooks` kept "
+              f"({display_path(site_outputs.SITE_OUTPUTS)}), not executed", flush=True)
+    todo = [source for source in todo if source not in kept]
     if not todo:
         return 0, 0.0
     # the longest first (the largest stored notebook draws the most), so the last one to start is short

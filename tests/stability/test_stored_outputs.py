@@ -42,7 +42,8 @@ import pytest
 
 from attnbook.book.prose import round_significant
 from tools import ROOT
-from tools.execute_notebooks import merge_streams, notebook_sources
+from tools.execute_notebooks import notebook_sources
+from tools.site_outputs import merge_streams
 from tools.execution import RECORD_ENV, glue_record_path
 
 HERE = Path(__file__).resolve().parent

@@ -9,7 +9,7 @@
   (a large JSON of every widget model) is of no use there and is dropped from the page.
 * The page's download button offers the executed notebook (_sources/.../*.ipynb). Its static forms,
   every state's image, are of no use in Jupyter, which shows the live widget: they are dropped there,
-  as tools/execute_notebooks.py drops them from the paired notebooks.
+  as they are from the paired notebooks (tools/site_outputs.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ FIGURE = re.compile(r'<div class="attn-static-widget".*?</script></div>', re.S)
 DATA_URL = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
 IMAGE_FOLDER = "_images/static-figures"
 SCRIPT = "static-widgets.js"
+
+
+def state_file_name(data: bytes) -> str:
+    """The file name of a state's picture (PNG bytes ``data``): named by its content, so each is stored once."""
+    return hashlib.sha256(data).hexdigest()[:20] + ".png"
 
 
 def _drop_widget_state(app, pagename: str) -> None:
@@ -49,7 +54,7 @@ def static_figures(app, pagename, templatename, context, doctree) -> None:
 
     def to_file(match: re.Match) -> str:
         data = base64.b64decode(match.group(1))
-        name = hashlib.sha256(data).hexdigest()[:20] + ".png"
+        name = state_file_name(data)
         target = folder / name
         if not target.exists():
             target.write_bytes(data)
@@ -61,27 +66,19 @@ def static_figures(app, pagename, templatename, context, doctree) -> None:
 
 def drop_static_forms_from_downloads(app, exception) -> None:
     """Every page's .ipynb download: the executed notebook (from the build's execution cache, see
-    :func:`tools.execution.executed_from_cache`), without the static forms of its figures."""
+    :func:`tools.execution.executed_from_cache`) as a reader's Jupyter shows it, like its paired .ipynb:
+    without the static forms of its figures or their widget views (:func:`tools.site_outputs.reader_notebook`)."""
     if exception is not None or app.builder.format != "html":
         return
     from tools.execution import executed_from_cache
+    from tools.site_outputs import reader_notebook
 
     sources = Path(app.outdir) / "_sources"
     for notebook in sources.rglob("*.ipynb"):
         source = (Path(app.srcdir) / notebook.relative_to(sources)).with_suffix(".md")
         executed = executed_from_cache(source) if source.is_file() else None
         if executed is not None:
-            notebook.write_text(nbformat.writes(executed), encoding="utf-8")
-        text = notebook.read_text(encoding="utf-8")
-        if "attn-static-widget" not in text:
-            continue
-        content = json.loads(text)
-        for cell in content.get("cells", []):
-            for output in cell.get("outputs", []):
-                data = output.get("data", {})
-                if 'class="attn-static-widget"' in "".join(data.get("text/html", "")):
-                    del data["text/html"]
-        notebook.write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            notebook.write_text(nbformat.writes(reader_notebook(executed)[0]), encoding="utf-8")
 
 
 def setup(app):
