@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tools.built_site import (AXE, AXE_RUN, CHROMIUM, CHROMIUM_FLAGS, DARK_THEME_RULES, HTML, LOAD_LAZY_IMAGES,
                               SETTLE_PAGE, STATIC_FIGURES)
@@ -97,7 +98,8 @@ _IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete &&
 
 
 class PageReport:
-    """What one visit to a page showed: requests, console, images, formulas, figures and axe-core's findings."""
+    """What one visit to a page showed in one colour scheme: requests, console, images, formulas, figures and
+    axe-core's findings."""
 
     def __init__(self, page_visit: PageVisit, axe_rules: list[str] | None = None):
         page = page_visit.page
@@ -107,27 +109,55 @@ class PageReport:
         self.static_figures = page.evaluate(STATIC_FIGURES)
         page.add_script_tag(path=str(AXE))
         self.serious_accessibility_violations = page.evaluate(AXE_RUN, axe_rules)  # None: every rule
-        # last, so that whatever rendering and the checks above requested or logged is included
-        self.external_requests = list(page_visit.external_requests)
-        self.failed_requests = list(page_visit.failed_requests)
-        self.console_errors = list(page_visit.console_errors)
+        self.page_visit = page_visit
+
+    def finish(self) -> None:
+        """Take what the visit requested and logged so far: after every check, so that theirs is included."""
+        self.external_requests = list(self.page_visit.external_requests)
+        self.failed_requests = list(self.page_visit.failed_requests)
+        self.console_errors = list(self.page_visit.console_errors)
+        del self.page_visit
+
+
+# In the page: whether the theme shows its dark colours (pydata-sphinx-theme follows the reader's system
+# preference in its default "auto" mode, and switches when that preference changes)
+_DARK_THEME_SHOWN = "() => document.documentElement.dataset.theme === 'dark'"
+_BACKGROUND = "() => getComputedStyle(document.body).backgroundColor"
+
+
+def report_both_themes(browser, site_url: str, path: str) -> dict[str, PageReport]:
+    """One visit to ``path``: the light theme's report, then, the reader's system turned to dark while the page
+    is open, the dark theme's (the colour rules, DARK_THEME_RULES)."""
+    page_visit = PageVisit(browser, site_url, path, "light")
+    try:
+        light = PageReport(page_visit)
+        page = page_visit.page
+        light_background = page.evaluate(_BACKGROUND)
+        page.emulate_media(color_scheme="dark")
+        try:
+            page.wait_for_function(_DARK_THEME_SHOWN, timeout=10_000)
+        except PlaywrightTimeout:
+            pytest.fail(f"{path}: the theme did not turn dark within 10 s of the system's preference turning dark")
+        page.evaluate(SETTLE_PAGE)
+        assert page.evaluate(_BACKGROUND) != light_background, f"{path}: the dark theme kept the light background"
+        dark = PageReport(page_visit, DARK_THEME_RULES)
+        light.finish()
+        dark.finish()
+    finally:
+        page_visit.close()
+    return {"light": light, "dark": dark}
 
 
 @pytest.fixture(scope="session")
 def page_report(browser, site_url):
-    """page_report(path, color_scheme="light") -> PageReport; each page is visited once per colour scheme."""
+    """page_report(path, color_scheme="light") -> PageReport; each page is visited once for both colour schemes."""
     if not AXE.is_file():
         pytest.fail(f"{AXE} is missing: run `npm ci --prefix web` (make book does)")
-    reports: dict[tuple[str, str], PageReport] = {}
+    reports: dict[str, dict[str, PageReport]] = {}
 
     def report(path: str, color_scheme: str = "light") -> PageReport:
-        key = (path, color_scheme)
-        if key not in reports:
-            page_visit = PageVisit(browser, site_url, path, color_scheme)
-            try:
-                reports[key] = PageReport(page_visit, DARK_THEME_RULES if color_scheme == "dark" else None)
-            finally:
-                page_visit.close()
-        return reports[key]
+        if path not in reports:
+            reports[path] = report_both_themes(browser, site_url, path)
+        return reports[path][color_scheme]
 
     return report

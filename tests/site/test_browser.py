@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tools import ROOT
 from tools.built_site import (AXE, AXE_RUN, DARK_THEME_RULES, FIGURE_SHOWS, HTML, LISTEN_TO_LIVE_REGION,
                               LOAD_LAZY_IMAGES, STATIC_FIGURES, toc_pages)
 
@@ -15,6 +16,15 @@ CHAPTER = "chapters/scaled_dot_product_attention.html"
 
 
 PAGES = toc_pages()
+
+
+def shows_an_interactive_figure(page: str) -> bool:
+    """Whether the built page holds an interactive figure's static form (attnbook.book.static_widgets)."""
+    built = HTML / page
+    return not built.exists() or 'class="attn-static-widget"' in built.read_text(encoding="utf-8")
+
+
+FIGURE_PAGES = [page for page in PAGES if shows_an_interactive_figure(page)]  # all of them before a build
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -71,7 +81,14 @@ def _move(page, control, index):
             page.keyboard.press(key)
 
 
-@pytest.mark.parametrize("path", PAGES)
+def test_every_page_whose_chapter_draws_an_interactive_figure_shows_it():
+    """The pages the control test visits are those whose source displays a figure with its static form."""
+    drawing = {f"{source.relative_to(ROOT).with_suffix('.html').as_posix()}" for source in (ROOT / "chapters").glob("*.md")
+               if "with_static_page(" in source.read_text(encoding="utf-8")}
+    assert drawing and set(FIGURE_PAGES) == drawing
+
+
+@pytest.mark.parametrize("path", FIGURE_PAGES)
 def test_page_figures_respond_to_every_control(visit, path):
     """Every value of every control shows its own state: picture, alt text and readout change, the new
     picture loads, and the live region announces the new readout."""
