@@ -10,8 +10,9 @@ tests that cannot be separated or that would pay for an expensive fixture twice:
 * the whole of ``tests/artefacts`` (its session fixture installs a reader's environment from the
   notebooks zip, about a minute).
 
-The files of ``SPREAD`` are the exception: their tests are long and independent (each opens its own
-browser context and Pyodide kernel, or executes one notebook twice), so each test is a unit of its own.
+The files of ``SPREAD`` are the exception: their tests are long and independent (each runs one chapter in
+the lite kernel, which the chapters of a worker share through a session fixture, or executes one notebook),
+so each test is a unit of its own.
 
 The order decides how evenly the workers finish: a worker takes units in the order below, so the
 longest units (``FIRST``) start at once, and the spread tests, short and many, come last and fill

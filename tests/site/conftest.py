@@ -74,6 +74,13 @@ class PageVisit:
         self.context.close()
 
 
+@pytest.fixture(scope="session")
+def open_page(browser, site_url):
+    """open_page(path, color_scheme="light", **options) -> a PageVisit the caller closes (a page kept open
+    across tests)."""
+    return lambda path, color_scheme="light", **options: PageVisit(browser, site_url, path, color_scheme, **options)
+
+
 @pytest.fixture
 def visit(browser, site_url):
     opened: list[PageVisit] = []

@@ -5,7 +5,14 @@ kernel and the chapters load, each verified against npm's lock. So the test serv
 site from 127.0.0.1, and every request that leaves it is recorded, aborted and fails the test.
 
 Every chapter notebook runs top to bottom in the lite kernel, each code cell in turn, and the test fails
-naming the notebook and the cell on an error or when a cell does not finish within its bound. No cell is
+naming the notebook and the cell on an error or when a cell does not finish within its bound. The chapters
+one test worker runs share one page and one Pyodide kernel (:class:`SharedLiteKernel`): starting a kernel
+and importing numpy, matplotlib and the package take about as long as a chapter's own cells, every time.
+The worker's first chapter is opened as a reader opens it (its address); each next one is read from the lite
+site's own files into the same notebook panel after the kernel's namespace is cleared (``%reset -f``, every
+figure and widget closed), so its cells run top to bottom as in a kernel of its own, but for the modules
+already imported. After a chapter fails, the next one gets a new page and kernel; with
+``ATTNBOOK_LITE_KERNEL_PER_CHAPTER=1`` every chapter does. No cell is
 skipped: what did not run in Pyodide was fixed at its source (attnbook.timing's processor clock, which
 is the wall clock there; "Source notes"' int64 counts). After the last cell, the first control of the
 notebook's first interactive figure is clicked, as a reader would, and its Python callback must redraw
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import zipfile
 
@@ -169,8 +177,8 @@ def _wait_for_step(page_visit, step: str, timeout: int, what: str) -> None:
     assert error is None, f"the lite app failed before '{step}': {error}"
 
 
-def _open_notebook(visit, chapter: str):
-    page_visit = visit(f"lite/notebooks/index.html?path={chapter}.ipynb", answer_request=_expose_app)
+def _open_notebook(open_page, chapter: str):
+    page_visit = open_page(f"lite/notebooks/index.html?path={chapter}.ipynb", answer_request=_expose_app)
     page = page_visit.page
     try:
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=APP_TIMEOUT)
@@ -252,9 +260,82 @@ def _move_first_figure(page_visit, chapter: str, cells: list[dict]) -> bool:
     return False
 
 
+# In the page: clear the kernel for the next chapter (its namespace, figures and widgets), then read the
+# chapter's notebook from the lite site's files into the open panel; window.liteLoad says how it went
+_NEXT_CHAPTER = """([path, code]) => {
+  window.liteLoad = {status: 'running'};
+  (async () => {
+    const app = window.jupyterapp, panel = window.litePanel;
+    const reply = await panel.sessionContext.session.kernel.requestExecute({code, store_history: false}).done;
+    if (reply.content.status !== 'ok') throw new Error(`${reply.content.ename}: ${reply.content.evalue}`);
+    const file = await app.serviceManager.contents.get(path, {content: true});
+    panel.context.model.fromJSON(file.content);
+    window.liteLoad = {status: 'done', cells: file.content.cells.length, shown: panel.content.widgets.length};
+  })().catch(error => { window.liteLoad = {status: 'failed', error: String(error)}; });
+}"""
+_CLEAR_KERNEL = """import matplotlib.pyplot
+matplotlib.pyplot.close("all")
+import ipywidgets
+ipywidgets.Widget.close_all()
+%reset -f
+"""
+LOAD_TIMEOUT = 60_000  # ms: clearing the kernel and reading a notebook from the browser's storage (about 1 s)
+
+
+class SharedLiteKernel:
+    """The lite app open in one page, whose notebook panel and Pyodide kernel the chapters of one test worker share."""
+
+    def __init__(self, open_page):
+        self.open_page = open_page
+        self.page_visit = None
+        self.fresh = os.environ.get("ATTNBOOK_LITE_KERNEL_PER_CHAPTER") == "1"
+
+    def open(self, chapter: str):
+        """The page with ``chapter`` in its panel and a kernel ready to run it from its first cell."""
+        if self.page_visit is None:
+            self.page_visit = _open_notebook(self.open_page, chapter)
+            return self.page_visit
+        page = self.page_visit.page
+        page.evaluate(_NEXT_CHAPTER, [f"{chapter}.ipynb", _CLEAR_KERNEL])
+        try:
+            page.wait_for_function("() => window.liteLoad.status !== 'running'", timeout=LOAD_TIMEOUT)
+        except PlaywrightTimeout:
+            pytest.fail(f"{chapter}.ipynb: the kernel was not cleared and the notebook not loaded within "
+                        f"{LOAD_TIMEOUT / 1000:.0f} s; console errors: {self.page_visit.console_errors[-5:]}")
+        load = page.evaluate("() => window.liteLoad")
+        assert load["status"] == "done", f"{chapter}.ipynb could not follow the previous chapter: {load.get('error')}"
+        assert load["shown"] == load["cells"] > 0, f"{chapter}.ipynb: {load['shown']} of its {load['cells']} cells shown"
+        return self.page_visit
+
+    def done(self, succeeded: bool) -> None:
+        """After a chapter: a failed one (or any, when each chapter is to have its own) leaves the page closed."""
+        if self.page_visit is not None and (self.fresh or not succeeded):
+            self.close()
+
+    def close(self) -> None:
+        if self.page_visit is not None:
+            self.page_visit.close()
+            self.page_visit = None
+
+
+@pytest.fixture(scope="session")
+def lite_kernel(open_page):
+    shared = SharedLiteKernel(open_page)
+    yield shared
+    shared.close()
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_lite_kernel_runs_every_cell_of_the_chapter_and_its_figure_responds(visit, chapter):
-    page_visit = _open_notebook(visit, chapter)
+def test_lite_kernel_runs_every_cell_of_the_chapter_and_its_figure_responds(lite_kernel, chapter):
+    succeeded = False
+    try:
+        _run_chapter(lite_kernel.open(chapter), chapter)
+        succeeded = True
+    finally:
+        lite_kernel.done(succeeded)
+
+
+def _run_chapter(page_visit, chapter: str) -> None:
     cells = page_visit.page.evaluate(_CELLS)
     code = [index for index, cell in enumerate(cells) if cell["type"] == "code"]
     assert code, f"{chapter}.ipynb has no code cell"
