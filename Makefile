@@ -11,7 +11,7 @@
 #   make bench      print the benchmark figures (attention; training throughput against PyTorch) into the package
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
-#   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, stability, a build executing every notebook)
+#   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, a build executing every notebook)
 #   make words      print the visible prose of every page (BASE=rev compares with a git revision)
 #   make clean      remove the build and the execution cache
 
@@ -114,7 +114,7 @@ site-size: book browser
 	$(PY) benchmarks/site_size.py
 
 # build time per phase from a clean _build (benchmarks/build_times.py): printed figures, not a test
-# PHASES: a comma-separated list of book, pdf, nbval, stability, or all (default book,pdf)
+# PHASES: a comma-separated list of book, pdf, nbval, executing, or all (default book,pdf)
 build-times: $(STAMP) $(VENDOR)
 	$(PY) benchmarks/build_times.py $(if $(PHASES),--phases $(PHASES))
 

@@ -9,8 +9,8 @@ runs and times each phase as the Makefile does, one after the other:
   as after a change of the package before `make notebooks`: every notebook executed, one kernel per core;
 * ``pdf``: `python -m tools.build_pdf` (skipped without xelatex); it finds every notebook in the cache
   the book filled, so it executes none;
-* ``nbval``: strict nbval over every paired notebook (`make test-notebooks`), which re-executes each;
-* ``stability``: tests/stability, which runs each notebook perturbed (its reference is the build's record).
+* ``nbval``: strict nbval over every paired notebook (`make test-notebooks`), which re-executes each, perturbed,
+  and checks its glued values against the build's record (tools/nbval_stability.py).
 
 For each phase it prints the seconds, how many notebooks the build executed, and the machine's load
 average before and after (other programs sharing the CPU make every figure larger). A benchmark, not a
@@ -35,7 +35,7 @@ from tools import ROOT
 from tools.execution import IGNORE_KEPT_RUNS_ENV
 
 BUILD = ROOT / "_build"
-PHASES = ("book", "pdf", "nbval", "stability", "executing")
+PHASES = ("book", "pdf", "nbval", "executing")
 NBVAL_ARGS = ["--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=120"]
 
 
@@ -46,7 +46,6 @@ def commands() -> dict[str, list[str]]:
         "book": [python, "-m", "tools.build_book"],
         "pdf": [python, "-m", "tools.build_pdf"],
         "nbval": [python, "-m", "pytest", "-q", "--nbval", *notebooks, *NBVAL_ARGS],
-        "stability": [python, "-m", "pytest", "-q", "tests/stability"],
         "executing": [python, "-m", "tools.build_book"],
     }
 
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         if what in times:
             t = times[what]
             detail = f"{t['notebooks_executed']} notebooks executed in {t['execute_s']} s, Sphinx {t['sphinx_s']} s"
-        elif phase in ("nbval", "stability"):
+        elif phase == "nbval":
             detail = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
         rows.append((phase, seconds, detail, before, load(), ""))
         print(f"{phase}: {seconds:.1f} s", flush=True)

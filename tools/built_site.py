@@ -33,40 +33,15 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 
-# axe-core's findings that the book must not have: impact "serious" or "critical". Its CSSOM preload
+# axe-core's findings that the book must not have: impact "serious" or "critical" (tools/axe_run.js, which runs
+# the two costly rules, color-contrast and link-in-text-block, on one element of each kind). Its CSSOM preload
 # (used by one rule, css-orientation-lock) re-fetches the theme's `@import "../basic.css"` relative to
 # the page instead of the stylesheet, a 404 the browser itself never makes, so it is switched off.
 # The dark theme changes colours only: the page, its elements and their names are the light theme's, but for
 # the logo, which each theme shows as its own picture. So every rule runs in the light theme, and in the dark
 # one the rules whose outcome colours or that picture can change.
-# Most of axe's time goes to colour-contrast, and most of that to the code's highlighted tokens (5,000 of a
-# chapter's 18,000 elements). A token's contrast is decided by its colour, size and weight and its code block's
-# background alone, so colour-contrast checks one visible token of each such kind; every other rule checks
-# every element, the code blocks in a pass of their own. The same findings; measured on three chapters, a
-# dark-theme visit takes about two thirds of its former time, a light-theme one about as long as before.
 DARK_THEME_RULES = ["color-contrast", "link-in-text-block", "image-alt"]
-AXE_RUN = """async rules => {
-  const run = (context, only) => axe.run(context, {resultTypes: ['violations'], preload: false,
-    ...(only ? {runOnly: {type: 'rule', values: only}} : {rules: {'color-contrast': {enabled: false}}})});
-  const code = 'div.highlight pre';
-  const found = [...(await axe.run({exclude: [[code]]}, {resultTypes: ['violations'], preload: false,
-                                    ...(rules ? {runOnly: {type: 'rule', values: rules}} : {})})).violations];
-  const others = rules && rules.filter(rule => rule !== 'color-contrast');
-  const hasCode = document.querySelector(code) !== null;
-  if (hasCode && (!others || others.length)) found.push(...(await run({include: [[code]]}, others)).violations);
-  if (!rules || rules.includes('color-contrast')) {
-    const kinds = new Map();
-    for (const token of document.querySelectorAll(`${code}, ${code} *`)) {
-      if (!token.checkVisibility() || !token.textContent.trim()) continue;
-      const style = getComputedStyle(token), block = getComputedStyle(token.closest('div.highlight'));
-      const kind = [style.color, style.fontSize, style.fontWeight, style.opacity, block.backgroundColor].join('|');
-      if (!kinds.has(kind)) kinds.set(kind, token);
-    }
-    if (kinds.size) found.push(...(await run({include: [...kinds.values()]}, ['color-contrast'])).violations);
-  }
-  return found.filter(v => v.impact === 'serious' || v.impact === 'critical')
-    .map(v => ({rule: v.id, impact: v.impact, help: v.help, where: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
-}"""
+AXE_RUN = (Path(__file__).with_name("axe_run.js")).read_text(encoding="utf-8")
 
 # run in a page after its "load" event: resolves once MathJax 3 (when the page has it) has typeset, the
 # fonts it asked for have loaded and every CSS transition under way has ended. Waiting for this, rather

@@ -150,7 +150,7 @@ def stale_cells(source: Path) -> list[str]:
 
 
 def measures_time(source: Path) -> bool:
-    """Whether ``source`` glues a time it measures (a glue named ``measured_…``, tests/stability): it then
+    """Whether ``source`` glues a time it measures (a glue named ``measured_…``, tools/nbval_stability.py): it then
     runs alone, so that no other kernel competes with what it measures."""
     return "measured_" in source.read_text(encoding="utf-8")
 

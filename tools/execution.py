@@ -15,10 +15,10 @@ already executed:
   .md). ``make book`` and ``make pdf`` both call it, and they share the cache, so a build of both
   executes each notebook at most once, and a notebook ``make notebooks`` executed is not executed again.
 
-Strict nbval (``make test``) and the stability test (tests/stability) re-execute the stored .ipynb on
-purpose: they check that a fresh run reproduces it, so they never read this cache. Each run also
-records every glued value unrounded (:func:`book_kernel_environment`, :func:`glue_record_path`): the
-stability test takes that record as its unperturbed reference instead of running the notebook again.
+Strict nbval (``make test``) re-executes the stored .ipynb on purpose, perturbed (tools/nbval_stability.py):
+it checks that a fresh run reproduces it, so it never reads this cache. Each build's run also records every
+glued value unrounded (:func:`book_kernel_environment`, :func:`glue_record_path`): nbval's check of the glued
+values takes that record as its unperturbed reference instead of running the notebook again.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def glue_record_path(source: Path) -> Path:
     """Where a build's run of ``source`` leaves its glued values, unrounded, one JSON line per glue.
 
     The name carries :func:`source_digest`: a record of another version of the source or the package is
-    not found, and the stability test then runs its own reference.
+    not found, and nbval's check of the glued values then runs its own reference (tools/nbval_stability.py).
     """
     return GLUE_RECORDS / f"{record_stem(source)}-{source_digest(source)}.jsonl"
 

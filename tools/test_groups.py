@@ -5,14 +5,15 @@ taking the next *unit* of tests when it runs out of work. This plugin decides th
 own ``loadgroup`` marks do not work with pytest 9, whose node ids they cannot rename). A unit holds the
 tests that cannot be separated or that would pay for an expensive fixture twice:
 
-* one notebook's nbval cells (they share one kernel, in order);
+* one notebook's nbval cells (they share one kernel, in order) and the check of its glued values after them
+  (tools/nbval_stability.py);
 * one test file (its module fixtures: a homework's graded submissions, the built PDF's text, ...);
 * the whole of ``tests/artefacts`` (its session fixture installs a reader's environment from the
   notebooks zip, about a minute).
 
 The files of ``SPREAD`` are the exception: their tests are long and independent (each runs one chapter in
-the lite kernel, which the chapters of a worker share through a session fixture, or executes one notebook),
-so each test is a unit of its own.
+the lite kernel, which the chapters of a worker share through a session fixture), so each test is a unit of
+its own.
 
 The order decides how evenly the workers finish: a worker takes units in the order below, so the
 longest units (``FIRST``) start at once, and the spread tests, short and many, come last and fill
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 FIRST = ("tests/artefacts/", "tests/site/test_browser.py", "tests/homework/", "tests/pdf/")
-SPREAD = ("tests/site/test_lite.py", "tests/stability/")
+SPREAD = ("tests/site/test_lite.py",)
 WHOLE_DIRECTORY = ("tests/artefacts/",)
 
 

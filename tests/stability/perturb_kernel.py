@@ -17,8 +17,10 @@ result (a notebook that checks two paths for bitwise equality keeps passing); ze
 numbers are left alone, as every machine computes them exactly, and so are integer arrays. The ``@``
 operator cannot be reached from Python; it is perturbed only through its inputs.
 
-The perturbation is switched on by ``ATTNBOOK_PERTURB=1``; without it the cell does nothing. The glued
-values are recorded by attnbook itself (``attnbook.book.prose.RECORD_ENV``).
+The perturbation is switched on by ``ATTNBOOK_PERTURB=1``; without it the file does nothing. The glued
+values are recorded by attnbook itself (``attnbook.book.prose.RECORD_ENV``); once the kernel is perturbed, a
+file named like that record plus ``.perturbed`` says so (tools/nbval_stability.py checks it). The kernels of
+strict nbval run it as an IPython startup file (tools/nbval_stability.py).
 """
 
 import functools as _functools
@@ -111,6 +113,9 @@ def _attnbook_perturbation_setup():
         setattr(_np.random, name, nudged(getattr(_np.random, name)))
 
 
-if __name__ == "__main__":  # in the kernel, as its first cell; importing this file (pytest does) does nothing
+if __name__ == "__main__":  # in the kernel, as a startup file; importing this file does nothing
     _attnbook_perturbation_setup()
+    if _os.environ.get("ATTNBOOK_PERTURB") == "1" and _os.environ.get("ATTNBOOK_GLUE_RECORD"):
+        with open(_os.environ["ATTNBOOK_GLUE_RECORD"] + ".perturbed", "w", encoding="utf-8"):
+            pass
     del _attnbook_perturbation_setup

@@ -1,9 +1,10 @@
 """Execute a notebook in place: ``python run_notebook.py NOTEBOOK.ipynb WORKING_DIRECTORY``.
 
-The stability test runs two notebooks at once, each in a process of its own (nbclient's event loops and
-kernels are then each process's own). Their kernels talk over Unix sockets beside the notebook, not TCP:
-two kernels started at the same moment can otherwise be handed the same free TCP port, and one dies
-before it replies. A cell that raises ends the run with exit status 1 and the error.
+When no build has recorded a notebook's glued values, the check of tools/nbval_stability.py runs it here,
+unperturbed, in a process of its own (nbclient's event loop and kernel are then that process's own), while
+another worker's kernels run. Its kernel talks over Unix sockets beside the notebook, not TCP: two kernels
+started at the same moment can otherwise be handed the same free TCP port, and one dies before it replies.
+A cell that raises ends the run with exit status 1 and the error.
 """
 
 import sys
