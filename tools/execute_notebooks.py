@@ -36,7 +36,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from tools import ROOT, display_path, site_outputs
-from tools.execution import book_kernel_environment, glue_record_path, ipc_kernel, record_stem, source_digest
+from tools.execution import (book_kernel_environment, glue_record_path, ipc_kernel, longest_first, record_stem,
+                             source_digest)
 
 SOURCE_DIRS = ("chapters", "exercises")
 CELL_TIMEOUT_S = 120
@@ -158,9 +159,7 @@ def measures_time(source: Path) -> bool:
 def main(argv: list[str]) -> int:
     sources = [Path(a).resolve() for a in argv] or notebook_sources()
     jobs = max(1, int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1)
-    # the longest first (the largest stored notebook draws the most), so the last one to start is short
-    sources.sort(key=lambda s: s.with_suffix(".ipynb").stat().st_size if s.with_suffix(".ipynb").exists() else 0,
-                 reverse=True)
+    sources = longest_first(sources)
     together = [source for source in sources if not measures_time(source)]
     alone = [source for source in sources if measures_time(source)]
     print(f"executing {len(sources)} notebook(s): {len(together)} of them {jobs} at a time, then the "

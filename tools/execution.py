@@ -77,6 +77,16 @@ def source_digest(source: Path) -> str:
     return hashlib.sha256(source.read_bytes() + package_hash().encode()).hexdigest()[:16]
 
 
+def longest_first(sources: list[Path]) -> list[Path]:
+    """``sources`` ordered for running in parallel: the largest stored notebook (it draws the most) first, so
+    the last one to start is short."""
+    def stored_size(source: Path) -> int:
+        stored = source.with_suffix(".ipynb")
+        return stored.stat().st_size if stored.exists() else 0
+
+    return sorted(sources, key=stored_size, reverse=True)
+
+
 def glue_record_path(source: Path) -> Path:
     """Where a build's run of ``source`` leaves its glued values, unrounded, one JSON line per glue.
 
@@ -282,9 +292,7 @@ def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tu
     todo = [source for source in todo if source not in kept]
     if not todo:
         return 0, 0.0
-    # the longest first (the largest stored notebook draws the most), so the last one to start is short
-    todo.sort(key=lambda s: s.with_suffix(".ipynb").stat().st_size if s.with_suffix(".ipynb").exists() else 0,
-              reverse=True)
+    todo = longest_first(todo)
     jobs = max(1, min(len(todo), jobs or int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1))
     timeout = int(_book_execute_config().get("execute", {}).get("timeout", 120))
     print(f"executing {len(todo)} notebook(s) for the book, {jobs} at a time (jupyter-cache: {display_path(CACHE)})",

@@ -139,19 +139,27 @@ _CELLS = """() => window.litePanel.content.widgets.map(cell => ({
   type: cell.model.type, source: cell.model.sharedModel.getSource(),
   tags: cell.model.getMetadata('tags') || []}))"""
 
-# In the page: run cell `index` with JupyterLab's own command; window.liteCell says when the kernel answered
+# In the page: run cell `index` with JupyterLab's own command; window.liteCell says when the kernel answered,
+# and window.liteCellDone resolves to it then
 _RUN_CELL = """index => {
   const app = window.jupyterapp, notebook = window.litePanel.content;
   window.liteCell = {index, status: 'running'};
   notebook.activeCellIndex = index;
   notebook.deselectAll();
-  app.commands.execute('notebook:run-cell').then(ok => {
+  window.liteCellDone = app.commands.execute('notebook:run-cell').then(ok => {
     const cell = notebook.widgets[index];
     const errors = cell.model.outputs.toJSON().filter(o => o.output_type === 'error')
       .map(o => `${o.ename}: ${o.evalue}`);
-    window.liteCell = {index, status: 'done', ok, errors, count: cell.model.executionCount};
-  }, error => { window.liteCell = {index, status: 'done', ok: false, errors: [String(error)]}; });
+    return window.liteCell = {index, status: 'done', ok, errors, count: cell.model.executionCount};
+  }, error => window.liteCell = {index, status: 'done', ok: false, errors: [String(error)]});
 }"""
+
+# In the page: resolves when the cell's run is answered, or after `timeout` ms with the cell still running. The
+# test waits on this promise rather than polling a condition in every animation frame, which keeps the page's
+# main thread busy (a tenth of a core, measured) while Pyodide computes in its worker.
+_CELL_ANSWERED = """([index, timeout]) => Promise.race([window.liteCellDone,
+  new Promise(resolve => setTimeout(() => resolve({index, status: 'running'}), timeout))])"""
+
 
 # In the page: what an interactive figure's callback draws (its output area, without the controls themselves)
 _FIGURE_STATE = """index => {
@@ -166,7 +174,7 @@ def _wait_for_step(page_visit, step: str, timeout: int, what: str) -> None:
     page = page_visit.page
     try:
         page.wait_for_function(f"() => window.liteSteps && (window.liteSteps.{step} || window.liteSteps.error)",
-                               timeout=timeout)
+                               timeout=timeout, polling=100)  # a step takes seconds: no need to look every frame
     except PlaywrightTimeout:
         dialogs = page.evaluate("() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.slice(0, 200))")
         pytest.fail(f"{what} within {timeout / 1000:.0f} s; steps done: {page.evaluate('() => window.liteSteps')}; "
@@ -197,13 +205,10 @@ def _run_cell(page_visit, chapter: str, index: int, source: str) -> dict:
     page = page_visit.page
     page.evaluate(_RUN_CELL, index)
     where = f"{chapter}.ipynb, cell {index} ({source.strip().splitlines()[0][:80]!r})"
-    try:
-        page.wait_for_function("i => window.liteCell.index === i && window.liteCell.status === 'done'",
-                               arg=index, timeout=CELL_TIMEOUT)
-    except PlaywrightTimeout:
+    result = page.evaluate(_CELL_ANSWERED, [index, CELL_TIMEOUT])
+    if result["status"] != "done":
         pytest.fail(f"{where}: the kernel did not finish it within {CELL_TIMEOUT / 1000:.0f} s; console errors: "
                     f"{page_visit.console_errors[-5:]}; requests that left 127.0.0.1: {page_visit.external_requests[:5]}")
-    result = page.evaluate("() => window.liteCell")
     assert result["ok"] and not result["errors"], f"{where} failed in the lite kernel: {result['errors']}"
     return result
 
@@ -298,7 +303,7 @@ class SharedLiteKernel:
         page = self.page_visit.page
         page.evaluate(_NEXT_CHAPTER, [f"{chapter}.ipynb", _CLEAR_KERNEL])
         try:
-            page.wait_for_function("() => window.liteLoad.status !== 'running'", timeout=LOAD_TIMEOUT)
+            page.wait_for_function("() => window.liteLoad.status !== 'running'", timeout=LOAD_TIMEOUT, polling=100)
         except PlaywrightTimeout:
             pytest.fail(f"{chapter}.ipynb: the kernel was not cleared and the notebook not loaded within "
                         f"{LOAD_TIMEOUT / 1000:.0f} s; console errors: {self.page_visit.console_errors[-5:]}")
