@@ -104,6 +104,22 @@ def record_stem(source: Path) -> str:
 
 
 @contextlib.contextmanager
+def environment_set(values: dict[str, str]):
+    """This process's environment variables ``values`` set while the block runs (the kernels it starts then
+    inherit them), and restored after, as they were or unset."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def book_kernel_environment(record: Path):
     """The environment a kernel started inside inherits while the book runs a notebook.
 
@@ -115,17 +131,11 @@ def book_kernel_environment(record: Path):
     partial = record.with_name(record.name + ".partial")
     partial.parent.mkdir(parents=True, exist_ok=True)
     partial.write_text("", encoding="utf-8")
-    saved = {key: os.environ.get(key) for key in (STATIC_ENV, RECORD_ENV)}
-    os.environ.update({STATIC_ENV: "1", RECORD_ENV: str(partial)})
     succeeded = []
     try:
-        yield lambda: succeeded.append(True)
+        with environment_set({STATIC_ENV: "1", RECORD_ENV: str(partial)}):
+            yield lambda: succeeded.append(True)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         if succeeded:
             stem = record.name[:-len("-0123456789abcdef.jsonl")]
             for older in record.parent.glob(f"{stem}-{'?' * 16}.jsonl"):

@@ -31,7 +31,6 @@ it would under another. The margin of a hundred covers the second for glued numb
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -42,7 +41,7 @@ import nbformat
 import pytest
 
 from tools import ROOT
-from tools.execution import RECORD_ENV, glue_record_path
+from tools.execution import RECORD_ENV, environment_set, glue_record_path
 
 STABILITY = ROOT / "tests" / "stability"
 PERTURB_ENV = "ATTNBOOK_PERTURB"  # "1": the kernel's startup file perturbs it (perturb_kernel.py)
@@ -191,17 +190,8 @@ def pytest_runtest_setup(item):
         return (yield)
     record = state["records"][item.parent]
     record.write_text("", encoding="utf-8")
-    wanted = {"IPYTHONDIR": str(state["folder"] / "ipython"), PERTURB_ENV: "1", RECORD_ENV: str(record)}
-    saved = {name: os.environ.get(name) for name in wanted}
-    os.environ.update(wanted)
-    try:
+    with environment_set({"IPYTHONDIR": str(state["folder"] / "ipython"), PERTURB_ENV: "1", RECORD_ENV: str(record)}):
         return (yield)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def pytest_unconfigure(config) -> None:
