@@ -9,6 +9,7 @@
 #   make grade HW=hw_masks SUBMISSIONS=folder [GRADES=folder]   grade submissions in a sandbox: grades.csv + feedback/
 #                   (UNSAFE_NO_SANDBOX=1 runs them without the sandbox: see exercises/instructor_guide.md)
 #   make bench      print the benchmark figures (attention; training throughput against PyTorch) into the package
+#   make bench-grading  print how long the sandboxed grader takes for 100 submissions
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, a build executing every notebook)
@@ -26,7 +27,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: train student grade publish bench site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) -m tools.build_book
@@ -100,6 +101,10 @@ clean:
 # benchmarks print figures; they are not timed tests (see benchmarks/README.md)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# the time to grade a class of 100 submissions in the sandbox (benchmarks/grading.py)
+bench-grading: $(STAMP) sandbox
+	$(PY) benchmarks/grading.py
 
 # the trained models (tools/train.py): weights and training records as package data, from fixed seeds
 train: $(STAMP)

@@ -3,10 +3,10 @@
 `make build-times` removes _build (the state of a fresh clone after `make venv` and `make assets`), then
 runs and times each phase as the Makefile does, one after the other:
 
-* ``book``: `python -m tools.build_book`, split into the notebooks' execution and Sphinx. A fresh clone
-  executes no notebook: the build takes each from the run `make notebooks` kept (tools/site_outputs.py);
-* ``executing``: the same build from a clean _build with those runs ignored (``ATTNBOOK_IGNORE_KEPT_RUNS=1``),
-  as after a change of the package before `make notebooks`: every notebook executed, one kernel per core;
+* ``book``: `python -m tools.build_book`, split into the notebooks' execution and Sphinx. From a clean _build
+  (a fresh clone) it executes every notebook, one kernel per core, into the cache the later phases share;
+* ``executing``: the same build from a clean _build again, when it is not the first phase: every notebook
+  executed, as after a change of the package;
 * ``pdf``: `python -m tools.build_pdf` (skipped without xelatex); it finds every notebook in the cache
   the book filled, so it executes none;
 * ``nbval``: strict nbval over every paired notebook (`make test-notebooks`), which re-executes each, perturbed,
@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 from tools import ROOT
-from tools.execution import IGNORE_KEPT_RUNS_ENV
 
 BUILD = ROOT / "_build"
 PHASES = ("book", "pdf", "nbval", "executing")
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         environment = dict(os.environ)
         if phase == "executing":
             shutil.rmtree(BUILD, ignore_errors=True)
-            environment[IGNORE_KEPT_RUNS_ENV] = "1"
         before = load()
         start = time.perf_counter()
         result = subprocess.run(commands()[phase], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

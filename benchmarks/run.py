@@ -16,7 +16,7 @@ It measures, in one run, side by side:
    threads down and distort every other figure;
 5. training throughput: target tokens per second of one training step (forward, backward, clipping,
    Adam at the Noam rate: the step of attnbook.learning.loop.fit) of the reversal encoder-decoder
-   (attnbook.learning.seq2seq) at its training batch (64 sequences) and width (d_model 32, d_ff 64) and at
+   (attnbook.learning.models.seq2seq) at its training batch (64 sequences) and width (d_model 32, d_ff 64) and at
    d_model 128, d_ff 512; the package in float64 (the only dtype it trains in) against its PyTorch twin
    (benchmarks/torch_reversal.py, the same weights and computation, tested equal in
    code/tests/learning/test_seq2seq_torch.py) in float64, like with like, and in float32, PyTorch's usual
@@ -24,7 +24,7 @@ It measures, in one run, side by side:
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
-(attnbook/data/benchmark_results.json, see attnbook.timing.load_benchmark_results), from where the chapter
+(attnbook/data/benchmark_results.json, see attnbook.measure.timing.load_benchmark_results), from where the chapter
 "Efficient attention" reads them. This is a benchmark, not a test: nothing fails when a goal is missed.
 """
 
@@ -49,9 +49,10 @@ from attnbook.efficient.batched import batched_attention
 from attnbook.efficient.tiled import tiled_attention
 from attnbook.learning.loop import BETAS, EPS
 from attnbook.learning.optim import adam_update, clip_tree, init_adam, noam
-from attnbook.learning.seq2seq import ReversalConfig, init_reversal, loss_and_gradients
+from attnbook.learning.models.scaffold import loss_and_gradients
+from attnbook.learning.models.seq2seq import MODEL, ReversalConfig, init_reversal
 from attnbook.learning.tasks import draw_reversal
-from attnbook.timing import benchmark_results_path, time_calls
+from attnbook.measure.timing import benchmark_results_path, time_calls
 
 MIB = 2**20
 GOALS = {"plain_over_matmul": 1.3, "tiled_peak_mib": 64.0}
@@ -158,14 +159,14 @@ def training_case(widths: dict) -> tuple:
 
 
 class PackageTrainer:
-    """The step of attnbook.learning.loop.fit on the package's kernels (as seq2seq.train calls it)."""
+    """The step of attnbook.learning.loop.fit on the package's kernels (as attnbook.learning.trained trains the reversal model)."""
 
     def __init__(self, params, config: ReversalConfig):
         self.config, self.params, self.state = config, params, init_adam(params)
 
     def step(self, batch) -> float:
         config = self.config
-        loss, grads = loss_and_gradients(self.params, batch, config.n_heads, config.label_smoothing)
+        loss, grads = loss_and_gradients(MODEL, self.params, batch, config)
         grads, _ = clip_tree(grads, config.max_norm)
         rate = noam(self.state.step + 1, config.d_model, config.warmup)
         self.params, self.state = adam_update(self.params, grads, self.state, rate, *BETAS, EPS)
@@ -223,7 +224,7 @@ def bench_training(repeats: int) -> dict:
     for (name, case), t in zip(cases.items(), seconds):
         case["seconds_per_step"] = {"package_float64": float(t) / case["steps_per_timed_call"]}
     result = {
-        "model": "attnbook.learning.seq2seq reversal encoder-decoder (ReversalConfig but for the widths)",
+        "model": "attnbook.learning.models.seq2seq reversal encoder-decoder (ReversalConfig but for the widths)",
         "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
         "tokens": "target tokens per step: real = the positions the loss counts (EOS included, padding excluded), "
                   "padded = batch x n_target",

@@ -1,9 +1,9 @@
-"""The reversal model of ``attnbook.learning.seq2seq``, written out in PyTorch: the twin that `make bench` times.
+"""The reversal model of ``attnbook.learning.models.seq2seq``, written out in PyTorch: the twin that `make bench` times.
 
 The same computation as the package, op for op, on the same weights (an ``init_reversal`` tree converted
 leaf by leaf, see :func:`to_torch`; the package's matrices are already laid out for ``x @ w``, so no
 transpose): the tied embedding scaled by sqrt(d_model) plus the sinusoidal positions of
-``attnbook.learning.seq2seq.positions``; post-norm encoder and decoder layers (LayerNorm(x + sublayer(x)),
+``attnbook.learning.models.seq2seq.positions``; post-norm encoder and decoder layers (LayerNorm(x + sublayer(x)),
 eps 1e-5, ReLU feed-forward); attention through ``F.scaled_dot_product_attention`` with boolean masks that
 are True where attention is allowed, as in the package (the source's padding for the encoder's
 self-attention and the decoder's cross-attention, causal for the decoder's self-attention); logits
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from attnbook.learning.loop import BETAS, EPS
 from attnbook.learning.optim import noam, tree_leaves
-from attnbook.learning.seq2seq import ReversalConfig, positions
+from attnbook.learning.models.seq2seq import positions, ReversalConfig
 from attnbook.learning.tasks import PAD, Seq2SeqBatch
 
 __all__ = ["TorchTrainer", "from_torch", "loss", "to_torch"]
@@ -84,7 +84,7 @@ def _feed(x, ff) -> torch.Tensor:
 
 
 def logits(params, source: torch.Tensor, target_in: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """The teacher-forced logits ``(batch, n_tgt, vocab)`` of ``attnbook.learning.seq2seq.reversal_forward``."""
+    """The teacher-forced logits ``(batch, n_tgt, vocab)`` of ``attnbook.learning.models.seq2seq.reversal_forward``."""
     source_mask = (source != PAD)[:, None, None, :]  # (batch, 1, 1, n_src): True on real tokens
     x = _embed(params.embedding, source)  # (batch, n_src, d)
     for layer in params.encoder:
@@ -99,7 +99,7 @@ def logits(params, source: torch.Tensor, target_in: torch.Tensor, n_heads: int) 
 
 
 def loss(params, batch: Seq2SeqBatch, config: ReversalConfig) -> torch.Tensor:
-    """The label-smoothed cross-entropy of ``attnbook.learning.seq2seq.reversal_loss_and_gradients``."""
+    """The label-smoothed cross-entropy of ``attnbook.learning.models.seq2seq.reversal_loss_and_gradients``."""
     source, target_in, target_out = (torch.from_numpy(np.asarray(a)) for a in batch[:3])
     z = logits(params, source, target_in, config.n_heads)  # (batch, n_tgt, vocab)
     return F.cross_entropy(z.flatten(0, 1), target_out.flatten(), ignore_index=PAD,

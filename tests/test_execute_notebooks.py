@@ -9,7 +9,8 @@ import jupytext
 import pytest
 
 from tools import execute_notebooks
-from tools.execute_notebooks import NotebookCellFailed, execute, stale_cells
+from tools.execute_notebooks import stale_cells
+from tools.execution import NotebookCellFailed, execute
 
 FRONT_MATTER = """---
 jupytext:
@@ -74,7 +75,7 @@ def test_a_failing_cell_is_named_by_file_code_cell_number_and_line(tmp_path: Pat
     source = tmp_path / "broken.md"
     source.write_text(FAILING, encoding="utf-8")
     with pytest.raises(NotebookCellFailed) as failure:
-        execute(source)
+        execute(source, write_pair=True)
     message = str(failure.value)
     assert f"{source}, code cell 2 (line {code_cell_lines(FAILING)[1]})" in message
     assert "ValueError" in message and "the second code cell fails" in message

@@ -1,19 +1,20 @@
 """Tests of tools/execution.py and tools/site_outputs.py: one execution of each notebook serves the website,
 the PDF and `make notebooks`, through jupyter-cache entries stored under the key myst-nb looks them up by;
-the run `make notebooks` keeps in the repository is the one a fresh clone builds from."""
+the paired .ipynb keeps only nbval's reference (no picture), and a build executes what its cache lacks."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jupytext
 import nbformat
 import pytest
 
-from tools import execution, site_outputs
-from tools.execute_notebooks import execute, notebook_sources
+from tools import execution
+from tools.execution import execute, notebook_sources
 
 NOTEBOOK = """---
 jupytext:
@@ -57,7 +58,6 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(execution, "CACHE", tmp_path / "cache")
     monkeypatch.setattr(execution, "STAMP", tmp_path / "package-hash")
     monkeypatch.setattr(execution, "GLUE_RECORDS", tmp_path / "glue-records")
-    monkeypatch.setattr(site_outputs, "SITE_OUTPUTS", tmp_path / "site-outputs")
     return tmp_path / "cache"
 
 
@@ -90,7 +90,7 @@ def test_fill_cache_executes_what_is_missing_once_with_the_static_figures_on(cac
 def test_a_failing_notebook_fails_the_fill_and_names_the_source(cache_dir, tmp_path):
     failing = tmp_path / "failing.md"
     failing.write_text(NOTEBOOK.replace("value = 6 * 7", "raise ValueError('no value')"), encoding="utf-8")
-    with pytest.raises(RuntimeError, match="failing.md failed") as failure:
+    with pytest.raises(RuntimeError, match=r"failing.md, code cell 1 \(line 15\) failed") as failure:
         execution.fill_cache([failing], jobs=1)
     assert "no value" in str(failure.value)
     assert execution.cached_sources() == set()
@@ -109,25 +109,24 @@ def test_the_builds_run_records_each_glued_value_unrounded_for_the_stability_tes
 
 
 def test_a_record_belongs_to_one_version_of_its_source_and_is_replaced_by_the_next(cache_dir, source):
-    execute(source)
+    execute(source, write_pair=True)
     first = execution.glue_record_path(source)
     source.write_text(NOTEBOOK.replace("1 / 3", "2 / 3"), encoding="utf-8")
     assert execution.glue_record_path(source) != first, "an edited source must not find the old record"
-    execute(source)
+    execute(source, write_pair=True)
     assert record_of(source)[0]["value"] == 2 / 3
     assert not first.exists(), "the record of the older version was left behind"
 
 
 def test_make_notebooks_keeps_its_run_for_the_book(cache_dir, source):
-    """The run that writes the .ipynb is the one the book takes: fill_cache then executes nothing."""
-    execute(source)
-    execution.GLUE_RECORDS.joinpath(execution.glue_record_path(source).name).unlink()  # as in a fresh clone
+    """The run that writes the .ipynb is the one the book takes here: fill_cache then executes nothing."""
+    execute(source, write_pair=True)
     assert execution.fill_cache([source], jobs=1) == (0, 0.0)
     assert execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))
     stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     assert [o["text"] for o in stored.cells[-1].outputs] == ["42 1\n"]
     assert record_of(source) == [{"name": "third", "value": 1 / 3, "digits": 6, "via": "glue_number"}], \
-        "the kept run's glue record must be in place for the stability test"
+        "the run's glue record must be in place for nbval's check of the glued values"
 
 
 FIGURE_CELL = """
@@ -162,47 +161,86 @@ def figure_source(source: Path) -> Path:
     return source
 
 
-def test_a_fresh_clone_builds_the_figures_states_from_the_kept_run_without_a_kernel(cache_dir, figure_source):
-    _, shown = execute(figure_source)
+def test_make_notebooks_stores_the_figures_states_for_the_book_and_keeps_no_picture_in_the_pair(cache_dir,
+                                                                                                   figure_source):
+    _, shown = execute(figure_source, write_pair=True)
     [static_form] = _figure_html(shown)
     assert len(set(re.findall(r"data:image/png;base64,[^\"]+", static_form))) == 2, "the book's run draws both states"
     paired = figure_source.with_suffix(".ipynb").read_text(encoding="utf-8")
     assert "attn-static-widget" not in paired and "widget-view" not in paired, "the reader's .ipynb holds neither"
-    kept = (site_outputs.SITE_OUTPUTS / "small.json").read_text(encoding="utf-8")
-    assert len(set(site_outputs.STATE_REFERENCE.findall(kept))) == 2 and "base64" not in kept, (
-        "the pictures are kept as files, by name")
-    assert len(list((site_outputs.SITE_OUTPUTS / "states").glob("*.png"))) == 2
+    assert "image/png" not in paired and "base64" not in paired, "the paired .ipynb holds a picture"
     assert execution.fill_cache([figure_source], jobs=1) == (0, 0.0)
     _, merged = execution.open_cache().merge_match_into_notebook(execution.read_as_myst_nb(figure_source))
     assert _figure_html(merged) == [static_form], "the book shows the states the run drew"
 
 
-def test_a_kept_run_of_another_version_of_the_source_is_executed_again(cache_dir, figure_source):
-    execute(figure_source)
+def test_a_fresh_clone_executes_every_notebook_and_draws_the_figures_states(cache_dir, figure_source):
+    execute(figure_source, write_pair=True)
+    shutil.rmtree(execution.CACHE)  # a fresh clone: the paired .ipynb, no cache
+    assert execution.fill_cache([figure_source], jobs=1)[0] == 1
+    _, merged = execution.open_cache().merge_match_into_notebook(execution.read_as_myst_nb(figure_source))
+    [static_form] = _figure_html(merged)
+    assert len(set(re.findall(r"data:image/png;base64,[^\"]+", static_form))) == 2
+
+
+def test_an_edited_code_cell_is_executed_again_and_edited_prose_is_not(cache_dir, figure_source):
+    execute(figure_source, write_pair=True)
+    figure_source.write_text(figure_source.read_text(encoding="utf-8").replace("Prose between", "Text between"),
+                             encoding="utf-8")
+    assert execution.fill_cache([figure_source], jobs=1) == (0, 0.0), "prose is not what the cache is keyed on"
     figure_source.write_text(figure_source.read_text(encoding="utf-8").replace("6 * 7", "7 * 6"), encoding="utf-8")
-    assert not execution.take_kept_run(figure_source), "an edited source must not take the older run"
     assert execution.fill_cache([figure_source], jobs=1)[0] == 1
 
 
-def test_a_kept_run_of_another_package_is_executed_again(cache_dir, figure_source, monkeypatch):
-    execute(figure_source)
-    monkeypatch.setattr(execution, "package_hash", lambda: "another package")
-    assert not execution.take_kept_run(figure_source)
+def test_the_progress_line_says_how_far_the_execution_is_and_how_long_is_left():
+    assert execution.progress(1, 4, 30.0, "executed a.md in 30.0 s") == (
+        "[#####...............] 1/4  0:30 elapsed, about 1:30 left  executed a.md in 30.0 s")
+    assert execution.progress(4, 4, 125.0, "done").startswith("[####################] 4/4  2:05 elapsed  ")
 
 
-def test_a_build_asked_to_ignore_the_kept_runs_executes_every_notebook(cache_dir, source, monkeypatch):
-    execute(source)
-    monkeypatch.setenv(execution.IGNORE_KEPT_RUNS_ENV, "1")
-    assert execution.fill_cache([source], jobs=1)[0] == 1
+def test_the_paired_notebook_keeps_every_output_nbval_compares_and_no_picture():
+    from tools.site_outputs import nbval_reference
+
+    picture = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure size 2x2>"},
+                                     metadata={"image/png": {"width": 2}})
+    html = nbformat.v4.new_output("display_data", data={"text/html": "<img src='data:image/png;base64,AA'>"})
+    cell = nbformat.v4.new_code_cell("plot()", outputs=[picture, html, nbformat.v4.new_output(
+        "stream", name="stdout", text="42\n")])
+    reader = nbformat.v4.new_notebook(cells=[cell])
+    [paired] = nbval_reference(reader).cells
+    assert [o.get("data") for o in paired.outputs[:2]] == [{"text/plain": "<Figure size 2x2>"}, html["data"]]
+    assert paired.outputs[0]["metadata"] == {} and paired.outputs[2] == cell.outputs[2]
+    assert "image/png" in reader.cells[0].outputs[0]["data"], "the reader's notebook itself is left whole"
 
 
-def test_pictures_no_kept_figure_shows_are_removed(cache_dir, figure_source):
-    execute(figure_source)
-    figure_source.write_text(NOTEBOOK, encoding="utf-8")  # the figure is gone
-    execute(figure_source)
-    assert site_outputs.referenced_states() == set()
-    assert site_outputs.prune_states() == 2
-    assert list((site_outputs.SITE_OUTPUTS / "states").glob("*.png")) == []
+NBVAL_PICTURE = """
+```{code-cell} ipython3
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from IPython.display import display
+fig, ax = plt.subplots(figsize=(1, 1))
+ax.plot([0, 1], [0, 1])
+display(fig)
+plt.close(fig)
+print("drawn")
+```
+"""
+
+
+def test_strict_nbval_passes_on_a_pair_without_its_pictures(cache_dir, source, tmp_path):
+    """nbval's own comparison: a cell that draws a picture matches the stored output without the picture."""
+    import subprocess
+    import sys
+
+    source.write_text(NOTEBOOK.split("Prose between")[0] + NBVAL_PICTURE, encoding="utf-8")  # (no environment shown)
+    execute(source, write_pair=True)
+    paired = source.with_suffix(".ipynb")
+    assert "image/png" not in paired.read_text(encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                             "-p", "no:tools.nbval_stability", "--nbval", "--nbval-current-env", str(paired)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:]
 
 
 def test_a_run_of_other_code_cells_is_refused(cache_dir, source):

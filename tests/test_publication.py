@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from tools import ROOT
 
 SCHEMA = ROOT / "tests" / "publication" / "cff-1.2.0.schema.json"
+CONFIG_REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
 
 
 @pytest.fixture(scope="module")
@@ -113,15 +115,18 @@ def test_make_publish_builds_the_site_and_the_pdf_then_puts_the_pdf_in_the_site(
     assert steps["-m tools.build_pdf"] < steps["-m tools.publish"]
 
 
-def test_publish_script_puts_the_pdf_in_the_site_before_pushing_it(tmp_path, monkeypatch):
+def test_publish_script_puts_the_pdf_in_the_site_before_pushing_it_then_pushes_the_launch_branch(tmp_path,
+                                                                                                monkeypatch):
     import subprocess
 
     from tools import publish
     from tools.extensions.book_pdf import PDF_NAME
+    from tools.extensions.reader_notebooks import launch_branch
 
     site, pdf = tmp_path / "html", tmp_path / "book.pdf"
-    site.mkdir()
+    (site / "_sources" / "chapters").mkdir(parents=True)
     (site / "index.html").write_text("<html></html>")
+    (site / "_sources" / "chapters" / "masks.ipynb").write_text("{}")
     pdf.write_bytes(b"%PDF-1.5\n")
     pushed = []
 
@@ -131,6 +136,24 @@ def test_publish_script_puts_the_pdf_in_the_site_before_pushing_it(tmp_path, mon
 
     monkeypatch.setattr(publish.subprocess, "run", fake_run)
     assert publish.main(site, pdf) == 0
-    (command, pdf_was_there), = pushed
-    assert command[1:3] == ["-m", "ghp_import"] and command[-1] == str(site) and pdf_was_there
-    assert publish.main(tmp_path / "unbuilt", pdf) == 1 and len(pushed) == 1
+    (pages, pdf_was_there), (launch, _) = pushed
+    assert pages[1:3] == ["-m", "ghp_import"] and pages[-1] == str(site) and pdf_was_there
+    assert launch[1:3] == ["-m", "ghp_import"] and launch[launch.index("--branch") + 1] == launch_branch()
+    branch = Path(launch[-1])
+    assert (branch / "chapters" / "masks.ipynb").read_text() == "{}", "the launch branch holds the site's notebooks"
+    assert {"runtime.txt", "requirements.txt", "code/pyproject.toml", "LICENSE"} <= {
+        p.relative_to(branch).as_posix() for p in branch.rglob("*")}, "Binder builds from these"
+    assert publish.main(tmp_path / "unbuilt", pdf) == 1 and len(pushed) == 2
+
+
+def test_the_launch_buttons_open_the_branch_make_publish_writes():
+    from tools.built_site import HTML
+    from tools.extensions.reader_notebooks import launch_branch
+
+    page = (HTML / "chapters" / "masks.html")
+    if not page.is_file():
+        pytest.skip("the site is not built")
+    html = page.read_text(encoding="utf-8")
+    owner_name = CONFIG_REPOSITORY.removeprefix("https://github.com/")
+    assert f"https://mybinder.org/v2/gh/{owner_name}/{launch_branch()}?urlpath=tree/chapters/masks.ipynb" in html
+    assert f"https://colab.research.google.com/github/{owner_name}/blob/{launch_branch()}/chapters/masks.ipynb" in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,42 @@ def test_every_extension_module_is_loaded_by_the_book_build():
     for name in loaded:
         module = __import__(name, fromlist=["setup"])
         assert callable(module.setup), name
+
+
+def tools_modules() -> dict[str, Path]:
+    """Every module of the package ``tools``, by its dotted name."""
+    modules = {}
+    for path in sorted((ROOT / "tools").rglob("*.py")):
+        parts = ("tools",) + path.relative_to(ROOT / "tools").with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def tools_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The tools modules ``path`` imports anywhere in it (function bodies included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tools":
+            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                      for alias in node.names}
+    return found - {"tools"}
+
+
+def test_no_tools_module_imports_one_that_imports_it_back():
+    modules = tools_modules()
+    graph = {name: tools_imports(path, modules) - {name} for name, path in modules.items()}
+    assert graph["tools.execute_notebooks"] >= {"tools.execution"}  # the search sees both kinds of import
+    try:
+        graphlib.TopologicalSorter(graph).static_order()
+    except graphlib.CycleError as error:
+        pytest.fail("tools modules that import each other round in a circle: " + " -> ".join(error.args[1]))
+
+
+def test_the_book_runs_notebooks_in_one_way():
+    """One executor: nothing but tools.execution starts a kernel or a process pool for notebooks."""
+    starters = {name for name, path in tools_modules().items()
+                if any(word in path.read_text(encoding="utf-8")
+                       for word in ("NotebookClient(", "ProcessPoolExecutor(", "single_nb_execution"))}
+    assert starters == {"tools.execution"}

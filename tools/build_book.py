@@ -4,12 +4,12 @@ jupyter-cache keys its executed outputs on the notebooks' code cells only, so a 
 attnbook package would leave stale outputs in the site: the cache is cleared whenever the hash of the
 package sources changes (tools/execution.py, :func:`~tools.execution.open_cache`).
 
-Before Sphinx starts, every notebook goes into that cache (tools/execution.py): the run ``make notebooks``
-kept in the repository (its paired .ipynb and web/site-outputs, tools/site_outputs.py) when it is a
-run of the current source and package, so a fresh clone executes nothing; otherwise a new run, one
-kernel per core, with ATTNBOOK_STATIC_FIGURES=1: the interactive figures then also draw the states the
-website shows without a kernel (attnbook.book.static_widgets). Sphinx then finds every notebook in the
-cache, and the website and the PDF share it. Outside these runs (a reader's kernel, nbval) the figures
+Before Sphinx starts, every notebook the cache lacks is executed into it (tools/execution.py), one kernel
+per core, with ATTNBOOK_STATIC_FIGURES=1: the interactive figures then also draw the states the website
+shows without a kernel (attnbook.book.static_widgets). A fresh clone's first build executes every notebook
+(the repository keeps no rendered output, only nbval's reference text); later builds execute a notebook
+again only when its code or the package changed. Sphinx then finds every notebook in the cache, and the
+website and the PDF share it. Outside these runs (a reader's kernel, nbval) the figures
 do not spend the time.
 
 Each build prints its phases' times and records them in _build/build-times.json (``make build-times``).

@@ -11,6 +11,7 @@ import functools
 import os
 import sys
 import threading
+from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -105,6 +106,28 @@ def toc_pages() -> list[str]:
         walk(part.get("chapters"))
     walk(toc.get("chapters"))
     return [f"{page}.html" for page in pages]
+
+
+class PageLinks(HTMLParser):
+    """The href targets of a page's links and the ids of its elements (the link checks of tests/site)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if attributes.get("id"):
+            self.ids.add(attributes["id"])
+        if tag == "a" and attributes.get("href"):
+            self.hrefs.append(attributes["href"])
+
+    @classmethod
+    def of(cls, text: str) -> "PageLinks":
+        parser = cls()
+        parser.feed(text)
+        return parser
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

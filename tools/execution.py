@@ -6,14 +6,15 @@ Left to itself, myst-nb executes each notebook there, one after the other, the f
 reads it. This module fills that cache before Sphinx starts, so that the build finds every notebook
 already executed:
 
-* :func:`fill_cache` first takes, for each notebook the cache lacks, the run ``make notebooks`` kept
-  (:func:`take_kept_run`: the paired .ipynb and web/site-outputs, tools/site_outputs.py) when it is a
-  run of the current source and package: a fresh clone builds the book without starting a kernel.
-* It executes the rest, several at once (one kernel per core), with ``ATTNBOOK_STATIC_FIGURES=1`` (the
-  interactive figures then draw the states the website shows; attnbook.book.static_widgets), and stores
-  each under the key myst-nb looks it up by (its code cells and their metadata, as myst-nb reads the
-  .md). ``make book`` and ``make pdf`` both call it, and they share the cache, so a build of both
-  executes each notebook at most once, and a notebook ``make notebooks`` executed is not executed again.
+* :func:`fill_cache` executes every notebook the cache lacks, several at once (one kernel per core), with
+  ``ATTNBOOK_STATIC_FIGURES=1`` (the interactive figures then draw the states the website shows;
+  attnbook.book.static_widgets), printing its progress, and stores each under the key myst-nb looks it up
+  by (its code cells and their metadata, as myst-nb reads the .md). The cache is so keyed on the code of
+  the source, and :func:`open_cache` clears it when the package changed: a notebook is executed again
+  exactly when its code or the package changed. ``make book`` and ``make pdf`` both call it, and they share
+  the cache, so a build of both executes each notebook at most once; ``make notebooks`` stores its runs there
+  too (tools/execute_notebooks.py). The repository keeps no rendered output but nbval's reference text (the
+  paired .ipynb, tools/site_outputs.py): a fresh clone's first build executes every notebook.
 
 Strict nbval (``make test``) re-executes the stored .ipynb on purpose, perturbed (tools/nbval_stability.py):
 it checks that a fresh run reproduces it, so it never reads this cache. Each build's run also records every
@@ -37,6 +38,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 import yaml
+from jupytext.myst import myst_to_notebook
 
 from tools import ROOT, display_path, site_outputs
 
@@ -45,7 +47,42 @@ STAMP = ROOT / "_build" / ".package-hash"  # the package hash the cache's notebo
 STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # attnbook.book.static_widgets.STATIC_ENV (not imported: no numpy here)
 RECORD_ENV = "ATTNBOOK_GLUE_RECORD"  # attnbook.book.prose.RECORD_ENV: where the kernel records its glued values
 GLUE_RECORDS = ROOT / "_build" / ".glue-records"
-IGNORE_KEPT_RUNS_ENV = "ATTNBOOK_IGNORE_KEPT_RUNS"  # "1": execute every notebook (benchmarks/build_times.py)
+SOURCE_DIRS = ("chapters", "exercises")
+
+
+class NotebookCellFailed(RuntimeError):
+    """A cell raised (or timed out, or killed the kernel); the message says where in the .md."""
+
+
+def is_notebook_source(path: Path) -> bool:
+    """A .md is a notebook source when its front matter declares a jupytext pairing."""
+    head = path.read_text(encoding="utf-8")[:400]
+    return head.startswith("---") and "jupytext:" in head
+
+
+def notebook_sources(root: Path = ROOT) -> list[Path]:
+    """The notebook sources the book executes: every paired MyST notebook of chapters/ and exercises/."""
+    return sorted(p for d in SOURCE_DIRS for p in (root / d).glob("*.md") if is_notebook_source(p))
+
+
+def measures_time(source: Path) -> bool:
+    """Whether ``source`` glues a time it measures (a glue named ``measured_…``, tools/nbval_stability.py): it then
+    runs alone, so that no other kernel competes with what it measures."""
+    return "measured_" in source.read_text(encoding="utf-8")
+
+
+def cell_location(source: Path, index: int) -> str:
+    """Where cell ``index`` of the MyST notebook ``source`` is: ``chapters/masks.md, code cell 7 (line 123)``.
+
+    The code cell is counted from 1 among code cells; the line (from 1) is that of its ``{code-cell}``
+    fence, from the source map of jupytext's MyST reader.
+    """
+    notebook = myst_to_notebook(source.read_text(encoding="utf-8"), add_source_map=True)
+    place = display_path(source)
+    if index >= len(notebook.cells) or notebook.cells[index].cell_type != "code":
+        return f"{place}, cell {index + 1}"
+    number = sum(cell.cell_type == "code" for cell in notebook.cells[: index + 1])
+    return f"{place}, code cell {number} (line {notebook.metadata['source_map'][index]})"
 
 
 def _book_execute_config() -> dict:
@@ -204,7 +241,22 @@ def store_in_cache(source: Path, executed: nbformat.NotebookNode, seconds: float
     for key in ("language_info", "widgets"):
         if key in executed.metadata:
             notebook.metadata[key] = executed.metadata[key]
-    _cache_bundle(open_cache(), source, notebook, seconds)
+    with cache_lock():  # `make notebooks` stores from one process per kernel
+        _cache_bundle(open_cache(), source, notebook, seconds)
+
+
+@contextlib.contextmanager
+def cache_lock():
+    """Hold the execution cache for this process alone while the block runs (an advisory file lock)."""
+    import fcntl
+
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHE.with_name(CACHE.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def cached_sources() -> set[tuple[int, str]]:
@@ -239,88 +291,121 @@ def ipc_kernel(kernel_name: str):
                 kernel.shutdown_kernel(now=True)
 
 
-def _execute_for_the_book(source: str, timeout: int, record: str) -> tuple[str, dict | None, float, str]:
-    """In a worker process: execute ``source`` as myst-nb would, its glue recorded in ``record``;
-    (source, notebook or None, seconds, error)."""
-    from jupyter_cache.executors.utils import single_nb_execution
+def cell_timeout() -> int:
+    """The seconds a cell may take (``execute.timeout`` of _config.yml, as myst-nb's own runs would)."""
+    return int(_book_execute_config().get("execute", {}).get("timeout", 120))
 
-    path = Path(source)
-    notebook = read_as_myst_nb(path)
-    # the kernel inherits this process's environment
-    with book_kernel_environment(Path(record)) as keep, \
+
+def execute(source: Path, write_pair: bool = False, record: Path | None = None,
+            store: bool = True) -> tuple[float, nbformat.NotebookNode]:
+    """Execute ``source`` as the book does and (``store``) keep the run in the build's execution cache; with
+    ``write_pair``, also write its paired .ipynb (nbval's reference, :func:`tools.site_outputs.nbval_reference`).
+
+    The glued values are recorded at ``record`` (by default the source's :func:`glue_record_path`). Returns the
+    execution's seconds and the notebook the book shows (:func:`tools.site_outputs.book_notebook`). Raises
+    :class:`NotebookCellFailed` naming the failing cell's place in the .md.
+    """
+    notebook = jupytext.read(source)
+    for index, cell in enumerate(notebook.cells):  # stable ids: jupytext draws random ones
+        cell.id = hashlib.sha1(f"{index}:{cell.source}".encode()).hexdigest()[:8]
+    notebook.metadata.setdefault("jupytext", {})["formats"] = "md:myst,ipynb"
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    start = time.perf_counter()
+    running: list[int] = []  # the index of the cell being executed
+    # the kernel inherits the book's environment: the figures draw their website states, the glue is recorded
+    with book_kernel_environment(record or glue_record_path(source)) as keep, \
             ipc_kernel(notebook.metadata.get("kernelspec", {}).get("name", "python3")) as kernel:
-        result = single_nb_execution(notebook, cwd=str(path.parent), timeout=timeout, allow_errors=False,
-                                     meta_override=True, km=kernel)
-        if result.err is None:
-            keep()
-    if result.err is not None:
-        return source, None, result.time, result.exc_string or repr(result.err)
-    # the notebook the book shows, as if it came from web/site-outputs: the same page either way
-    reader, extras = site_outputs.reader_notebook(nbformat.from_dict(notebook))
-    return source, site_outputs.book_notebook(reader, extras), result.time, ""
+        client = NotebookClient(notebook, km=kernel, timeout=cell_timeout(),
+                                resources={"metadata": {"path": str(source.parent)}}, record_timing=False,
+                                store_widget_state=True,  # needed by Output widgets; the state is stripped
+                                on_cell_execute=lambda cell, cell_index: running.append(cell_index))
+        try:
+            client.execute(cleanup_kc=True)  # close the client's sockets; ipc_kernel stops the kernel
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+            where = cell_location(source, running[-1]) if running else display_path(source)
+            raise NotebookCellFailed(f"{where} failed:\n{error}") from error
+        keep()
+    seconds = time.perf_counter() - start
+    reader, extras = site_outputs.reader_notebook(notebook)
+    if write_pair:
+        paired = site_outputs.nbval_reference(reader)
+        nbformat.validate(paired)
+        jupytext.write(paired, source.with_suffix(".ipynb"), fmt="ipynb")
+    book = site_outputs.book_notebook(reader, extras)
+    if store:
+        store_in_cache(source, book, seconds)
+    return seconds, book
 
 
-def take_kept_run(source: Path) -> bool:
-    """Store in the cache the run of ``source`` that ``make notebooks`` kept (its paired .ipynb and
-    web/site-outputs, tools/site_outputs.py) and put its glue record in place, when that run is of the
-    current source and package and the pair is fresh; returns whether it did."""
-    from tools.execute_notebooks import stale_cells  # (that module imports this one)
+def _execute_in_worker(source: str, write_pair: bool, record: str) -> tuple[str, float, dict | None, str]:
+    """In a worker process: :func:`execute` ``source``; (source, seconds, the book's notebook or None, error).
 
-    kept = site_outputs.load(record_stem(source), source_digest(source))
-    if kept is None or stale_cells(source):
-        return False
-    extras, glue = kept
-    store_in_cache(source, site_outputs.book_notebook(jupytext.read(source.with_suffix(".ipynb")), extras), 0.0)
-    record = glue_record_path(source)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(glue, encoding="utf-8")
-    return True
+    The parent stores the run: the cache and the record's place are the parent's (a test moves them)."""
+    try:
+        seconds, book = execute(Path(source), write_pair, Path(record), store=False)
+    except NotebookCellFailed as failure:
+        return source, 0.0, None, str(failure)
+    return source, seconds, book, ""
 
 
-def book_notebooks() -> list[Path]:
-    """The notebook sources the book executes: every paired MyST notebook (tools/execute_notebooks.py)."""
-    from tools.execute_notebooks import notebook_sources
+def execute_all(sources: list[Path], write_pair: bool = False, jobs: int | None = None):
+    """:func:`execute` every source in worker processes, largest first, and store each run in the cache; yields
+    (source, seconds, error) as each ends (error "" when it succeeded).
 
-    return notebook_sources()
+    ``jobs`` kernels run at once (by default ``ATTNBOOK_JOBS``, else one per CPU); the sources that measure
+    times (:func:`measures_time`) run alone after the others.
+    """
+    jobs = max(1, jobs or int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1)
+    ordered = longest_first(sources)
+    context = multiprocessing.get_context("spawn")
+    for batch, workers in (([s for s in ordered if not measures_time(s)], jobs), ([s for s in ordered if measures_time(s)], 1)):
+        if not batch:
+            continue
+        with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(batch)), mp_context=context) as pool:
+            futures = [pool.submit(_execute_in_worker, str(source), write_pair, str(glue_record_path(source)))
+                       for source in batch]
+            for future in concurrent.futures.as_completed(futures):
+                source, seconds, book, error = future.result()
+                if book is not None:
+                    store_in_cache(Path(source), nbformat.from_dict(book), seconds)
+                yield Path(source), seconds, error
+
+
+def progress(done: int, total: int, elapsed: float, what: str) -> str:
+    """One line of a progress bar: ``[#####.....]  5/27  1:40 elapsed, about 5:30 left  <what>``."""
+    width = 20
+    filled = round(width * done / total)
+    left = elapsed / done * (total - done)
+
+    def clock(seconds: float) -> str:
+        return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+    return (f"[{'#' * filled}{'.' * (width - filled)}] {done:>{len(str(total))}}/{total}  {clock(elapsed)} elapsed"
+            f"{f', about {clock(left)} left' if done < total else ''}  {what}")
 
 
 def fill_cache(sources: list[Path] | None = None, jobs: int | None = None) -> tuple[int, float]:
-    """Execute, several at once, the notebooks the cache lacks, and store them in it.
+    """Execute, several at once (:func:`execute_all`), the notebooks the cache lacks, and store them in it.
 
-    ``jobs`` kernels run at once: by default the environment variable ``ATTNBOOK_JOBS``, else one per CPU.
     Returns (how many were executed, wall-clock seconds). Raises RuntimeError naming the notebook, with
     the failing cell and its traceback, when one fails, as the build would.
     """
-    sources = book_notebooks() if sources is None else sources
+    sources = notebook_sources() if sources is None else sources
     cache = open_cache()
     todo = [source for source in sources if not is_cached(cache, read_as_myst_nb(source))]
-    ignore_kept = os.environ.get(IGNORE_KEPT_RUNS_ENV) == "1"
-    kept = [] if ignore_kept else [source for source in todo if take_kept_run(source)]
-    if kept:
-        print(f"{len(kept)} notebook(s) taken from the runs `make notebooks` kept "
-              f"({display_path(site_outputs.SITE_OUTPUTS)}), not executed", flush=True)
-    todo = [source for source in todo if source not in kept]
     if not todo:
         return 0, 0.0
-    todo = longest_first(todo)
-    jobs = max(1, min(len(todo), jobs or int(os.environ.get("ATTNBOOK_JOBS", 0)) or os.cpu_count() or 1))
-    timeout = int(_book_execute_config().get("execute", {}).get("timeout", 120))
-    print(f"executing {len(todo)} notebook(s) for the book, {jobs} at a time (jupyter-cache: {display_path(CACHE)})",
-          flush=True)
+    print(f"executing {len(todo)} notebook(s) for the book (jupyter-cache: {display_path(CACHE)}; each is executed "
+          "again only when its code or the package changes)", flush=True)
     start = time.perf_counter()
     failures = []
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_execute_for_the_book, str(source), timeout, str(glue_record_path(source)))
-                   for source in todo]
-        for future in concurrent.futures.as_completed(futures):
-            source, notebook, seconds, error = future.result()
-            if notebook is None:
-                failures.append(f"{display_path(Path(source))} failed after {seconds:.1f} s:\n{error}")
-                print(f"FAILED {display_path(Path(source))}", flush=True)
-                continue
-            _cache_bundle(cache, Path(source), notebook, seconds)
-            print(f"executed {display_path(Path(source))} in {seconds:.1f} s", flush=True)
+    for done, (source, seconds, error) in enumerate(execute_all(todo, jobs=jobs), start=1):
+        if error:
+            failures.append(error)
+        print(progress(done, len(todo), time.perf_counter() - start,
+                       f"{'FAILED' if error else 'executed'} {display_path(source)} in {seconds:.1f} s"), flush=True)
     wall = time.perf_counter() - start
     if failures:
         raise RuntimeError("\n\n".join(failures))

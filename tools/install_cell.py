@@ -25,7 +25,7 @@ import jupytext
 import yaml
 
 from tools import ROOT
-from tools.execute_notebooks import notebook_sources
+from tools.execution import notebook_sources
 
 INSTALL_TAGS = ["remove-cell", "setup"]
 FIRST_LINE = "# Install the book's package when this kernel lacks it (Colab): from the book's repository."

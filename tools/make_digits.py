@@ -7,7 +7,7 @@ The data are the UCI "Optical Recognition of Handwritten Digits" test set (Alpay
 CC BY 4.0) as bundled by scikit-learn (``sklearn.datasets.load_digits``, no download): 1,797 images of
 8 x 8 grey levels 0 to 16. The file is a compressed ``.npz`` with two members, ``images`` ``(1797, 8, 8)``
 and ``labels`` ``(1797,)``, both uint8, written in a fixed order with a fixed timestamp, so two runs
-give the same bytes. ``attnbook.learning.tasks.load_digits`` reads it. scikit-learn is a test and
+give the same bytes. ``attnbook.learning.digits.load_digits`` reads it. scikit-learn is a test and
 instructor dependency (requirements-test.txt), not a reader's.
 """
 

@@ -1,39 +1,24 @@
-"""What the website takes from a notebook's run beyond its paired .ipynb, kept beside it in the repository.
+"""What one run of a notebook gives each of its readers: the website, a reader's Jupyter and nbval.
 
-``make notebooks`` executes each notebook once, with the book's environment (tools/execution.py:
-``book_kernel_environment``): the interactive figures then also draw every state the website shows
-without a kernel (attnbook.book.static_widgets), and every glued value is recorded unrounded. The
-paired .ipynb keeps what a reader's Jupyter shows; :func:`split` takes out the rest, and :func:`save`
-keeps it in ``web/site-outputs/``:
+Every run of a notebook for the book (``make notebooks``, and the builds' own runs, tools/execution.py) is
+made with the book's environment (``book_kernel_environment``): the interactive figures then also draw every
+state the website shows without a kernel (attnbook.book.static_widgets), and every glued value is recorded
+unrounded. From that run:
 
-* ``<notebook>.json``: the digest of the source and the package the run was made from
-  (:func:`tools.execution.source_digest`), the HTML of each interactive figure's static form with its
-  pictures replaced by ``state:<name>`` references, and the run's glue record;
-* ``states/<name>.png``: each state's picture once, named by its content (as the site names it,
-  :func:`tools.extensions.static_figures.state_file_name`), so a regeneration that changes one picture
-  adds one file.
-
-A build (:func:`tools.execution.fill_cache`) then :func:`load`\\ s a notebook whose outputs are those of
-the current source and package instead of executing it: a fresh clone builds the book with no kernel.
-A notebook whose source or package changed since (its digest differs, or its pair is stale) is executed
-as before, so the site is never built from another version's outputs; tests/test_pairing.py fails
-until ``make notebooks`` has brought them up to date, and strict nbval re-executes every .ipynb in CI.
+* :func:`reader_notebook` takes out what only the website needs (each figure's static form, the widget views)
+  and leaves what a reader's Jupyter shows: the build's execution cache keeps the run whole
+  (:func:`book_notebook` puts the website's part back), and the notebooks handed out are written from it
+  (tools/extensions/reader_notebooks.py);
+* :func:`nbval_reference` is what the paired ``.ipynb`` keeps, the reference outputs strict nbval compares:
+  the reader's notebook without the pictures and their metadata, which nbval's comparison never reads. The
+  repository so carries no rendered picture: the builds draw them again (tools/execution.py).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import re
-from pathlib import Path
-
+import copy
 import nbformat
 
-from tools import ROOT
-from tools.extensions.static_figures import DATA_URL, state_file_name
-
-SITE_OUTPUTS = ROOT / "web" / "site-outputs"
-STATE_REFERENCE = re.compile(r"state:([0-9a-f]{20}\.png)")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 STATIC_FORM = 'class="attn-static-widget"'
 # what stands in for a widget view in the book's notebook: the website does not show widget views
@@ -96,68 +81,20 @@ def book_notebook(reader: nbformat.NotebookNode, extras: list[dict]) -> nbformat
     return reader
 
 
-def _path(stem: str) -> Path:
-    return SITE_OUTPUTS / f"{stem}.json"
+# what nbval never compares (nbval 0.11 skips these keys of an output unless run with --nbdime, which the book is
+# not; the pictures' metadata sits under "metadata", which it always skips): left out of the paired .ipynb
+PICTURES = ("image/png", "image/jpeg")  # not SVG: nbval compares it as text
 
 
-def save(stem: str, digest: str, extras: list[dict], glue_record: str) -> Path:
-    """Keep the website's part of a run (``extras`` from :func:`reader_notebook`, the glue record's text)
-    as ``<stem>.json``, its pictures under ``states/``; returns the JSON's path."""
-    states = SITE_OUTPUTS / "states"
-    states.mkdir(parents=True, exist_ok=True)
-
-    def to_reference(match: re.Match) -> str:
-        data = base64.b64decode(match.group(1))
-        name = state_file_name(data)
-        if not (states / name).exists():
-            (states / name).write_bytes(data)
-        return f"state:{name}"
-
-    kept = [{**extra, "html": None if extra["html"] is None else DATA_URL.sub(to_reference, extra["html"])}
-            for extra in extras]
-    glue = [json.loads(line) for line in glue_record.splitlines() if line.strip()]
-    path = _path(stem)
-    path.write_text(json.dumps({"source_and_package": digest, "outputs": kept, "glue": glue},
-                               indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
-
-
-def load(stem: str, digest: str) -> tuple[list[dict], str] | None:
-    """The website's part of the run of the source and package ``digest`` names, as :func:`save` kept it:
-    (extras with their pictures inlined again, the glue record's text), or None when none was kept for them."""
-    path = _path(stem)
-    if not path.exists():
-        return None
-    kept = json.loads(path.read_text(encoding="utf-8"))
-    if kept["source_and_package"] != digest:
-        return None
-    states = SITE_OUTPUTS / "states"
-
-    def inline(match: re.Match) -> str:
-        return "data:image/png;base64," + base64.b64encode((states / match.group(1)).read_bytes()).decode("ascii")
-
-    extras = [{**extra, "html": None if extra["html"] is None else STATE_REFERENCE.sub(inline, extra["html"])}
-              for extra in kept["outputs"]]
-    glue = "".join(json.dumps(entry) + "\n" for entry in kept["glue"])
-    return extras, glue
-
-
-def recorded_digest(stem: str) -> str | None:
-    """The digest of the source and package whose run ``<stem>.json`` keeps, or None when there is none."""
-    path = _path(stem)
-    return json.loads(path.read_text(encoding="utf-8"))["source_and_package"] if path.exists() else None
-
-
-def referenced_states() -> set[str]:
-    """The picture files the kept outputs refer to."""
-    return {name for path in SITE_OUTPUTS.glob("*.json")
-            for name in STATE_REFERENCE.findall(path.read_text(encoding="utf-8"))}
-
-
-def prune_states() -> int:
-    """Delete the pictures no kept output refers to any more; returns how many."""
-    referenced = referenced_states()
-    unused = [path for path in (SITE_OUTPUTS / "states").glob("*.png") if path.name not in referenced]
-    for path in unused:
-        path.unlink()
-    return len(unused)
+def nbval_reference(reader: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of the reader's notebook for the paired ``.ipynb``: every output kept, but the pictures and the
+    metadata of the outputs that held one (what strict nbval compares is unchanged)."""
+    paired = copy.deepcopy(reader)
+    for cell in paired.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if any(key in data for key in PICTURES):
+                for key in PICTURES:
+                    data.pop(key, None)
+                output["metadata"] = {}
+    return paired

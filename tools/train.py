@@ -2,8 +2,8 @@
 
 Usage: python -m tools.train [NAME ...]   (no name: every model in ``MODELS``)
 
-Each model's module provides ``train(seed, progress) -> (params, record)``: the parameters after the
-run and a JSON-serialisable record (configuration, seed, loss curve, final metrics, training seconds).
+``attnbook.learning.trained.train(name, seed, progress) -> (params, record)`` runs each: the parameters
+after the run and a JSON-serialisable record (configuration, seed, loss curve, final metrics, training seconds).
 They are written with :func:`attnbook.learning.store.save_trained` into ``attnbook/data/trained``,
 where the chapters load them. BLAS runs on one thread (set before numpy loads), so a run computes the
 same numbers however many cores the machine has, and a retrained model leaves the stored bytes alone
@@ -18,10 +18,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: one thread, 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import importlib  # noqa: E402
 import sys  # noqa: E402
 
-# name -> the module (inside attnbook.learning) whose `train(seed=..., progress=...)` makes it
+# name -> the model module (inside attnbook.learning.models); attnbook.learning.trained runs each
 MODELS: dict[str, str] = {
     "reversal": "seq2seq",  # an encoder-decoder Transformer that reverses strings (issue #14)
     "digits_vit": "vit",  # a tiny Vision Transformer on the 8 x 8 handwritten digits (issue #14)
@@ -31,6 +30,7 @@ MODELS: dict[str, str] = {
 
 def main(argv=None) -> int:
     from attnbook.learning.store import save_trained
+    from attnbook.learning.trained import train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"models to retrain (default: all of {sorted(MODELS)})")
@@ -41,8 +41,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown model(s) {unknown}; the models are {sorted(MODELS)}")
     for name in args.names or sorted(MODELS):
-        module = importlib.import_module(f"attnbook.learning.{MODELS[name]}")
-        params, record = module.train(seed=args.seed, progress=sys.stderr.isatty())
+        params, record = train(name, seed=args.seed, progress=sys.stderr.isatty())
         save_trained(name, params, record, directory=args.directory)
         print(f"{name}: {record.get('metrics', {})} in {record.get('seconds', float('nan')):.1f} s")
     return 0

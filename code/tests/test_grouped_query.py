@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnbook import causal_mask, init_multi_head_weights, multi_head_attention, padding_mask
-from attnbook.counts import kv_cache_bytes
+from attnbook.measure.parameters import kv_cache_bytes
 from attnbook.multihead import merge_heads, split_heads
 
 try:

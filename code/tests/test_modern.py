@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnbook import causal_mask, layer_norm, multi_head_attention
-from attnbook.counts import decoder_block_parameter_count, transformer_parameter_count
+from attnbook.measure.parameters import decoder_block_parameter_count, transformer_parameter_count
 from attnbook.modern import (
     DecoderBlockWeights,
     SwiGLUWeights,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 
+from tools import ROOT
 from tools.homework.sources import load, role, stable_id
 from tools.homework.student import student_notebook
 
@@ -190,7 +191,7 @@ INPUT_TRANSFORMER = "get_ipython().input_transformers_post.append(lambda lines: 
 
 MONKEYPATCH_CHECKS = '''import numpy as np
 
-import attnbook.checks
+import attnbook.homework
 
 
 class Passed:
@@ -199,9 +200,9 @@ class Passed:
 
 
 # every check passes, every comparison is equal, whatever the stubs do
-for name in dir(attnbook.checks):
+for name in dir(attnbook.homework):
     if name.startswith("check_"):
-        setattr(attnbook.checks, name, lambda *args, **kwargs: Passed())
+        setattr(attnbook.homework, name, lambda *args, **kwargs: Passed())
 np.allclose = lambda *args, **kwargs: True
 np.array_equal = lambda *args, **kwargs: True
 np.all = lambda *args, **kwargs: True
@@ -217,6 +218,105 @@ subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)
 '''
 
 
+KEYCTL = '''import ctypes
+import errno
+import os
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def keyctl_call(number, *args):
+    """A raw system call; returns (result, errno name)."""
+    result = _libc.syscall(ctypes.c_long(number), *(a if isinstance(a, bytes) else ctypes.c_long(a) for a in args))
+    return result, errno.errorcode.get(ctypes.get_errno(), "0") if result < 0 else "ok"
+
+
+ADD_KEY, KEYCTL_NUMBER = 248, 250  # x86_64
+RINGS = {"user": -4, "session": -3, "user-session": -5}
+'''
+
+KEYRING_WRITER = KEYCTL + '''
+# a solved submission leaves its solution in the kernel's key rings, for a later one of the same uid
+payload = PAYLOAD.encode()  # the source of its solved tasks
+stored = {}
+for ring_name, ring in RINGS.items():
+    stored[ring_name] = keyctl_call(ADD_KEY, b"user", b"attnbook-solution", payload, len(payload), ring)
+persistent = keyctl_call(KEYCTL_NUMBER, 22, -1, -4)  # KEYCTL_GET_PERSISTENT into the user ring
+stored["persistent"] = persistent
+if persistent[0] > 0:
+    stored["in persistent"] = keyctl_call(ADD_KEY, b"user", b"attnbook-solution", payload, len(payload), persistent[0])
+'''
+
+KEYRING_READER = KEYCTL + '''
+# an unsolved submission looks for a solution a former one left in the key rings, and runs it
+found, tried = None, {}
+for ring_name, ring in [*RINGS.items(), ("persistent", keyctl_call(KEYCTL_NUMBER, 22, -1, -4)[0])]:
+    key, said = keyctl_call(KEYCTL_NUMBER, 10, ring, b"user", b"attnbook-solution", 0)  # KEYCTL_SEARCH
+    tried[ring_name] = said
+    if key > 0:
+        buffer = ctypes.create_string_buffer(1 << 16)
+        size, _ = keyctl_call(KEYCTL_NUMBER, 11, key, ctypes.addressof(buffer), 1 << 16)  # KEYCTL_READ
+        found = buffer.raw[:max(size, 0)].decode(errors="replace")
+if found:
+    exec(found)
+else:
+    def my_softmax(x):
+        raise ValueError(f"KEYRING uid={os.getuid()} found nothing: {sorted(tried.items())}")
+'''
+
+NESTED_USERNS = '''import ctypes
+import errno
+import subprocess
+
+
+def my_softmax(x):
+    """Tries to make a user namespace of its own, where it would hold every capability."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    refused = libc.unshare(0x10000000)  # CLONE_NEWUSER
+    said = errno.errorcode.get(ctypes.get_errno(), "0") if refused else "made one"
+    command = subprocess.run(["unshare", "-Ur", "id", "-u"], capture_output=True, text=True)
+    raise ValueError(f"USERNS unshare: {said}; unshare -Ur: exit {command.returncode} {command.stderr.strip()[-60:]}")
+'''
+
+MEMORY_HOG = '''import os
+import select
+
+import numpy as np
+
+# children that each take 512 MiB and hold it until all have tried: 5 GiB together, more than any cap
+release_read, release_write = os.pipe()
+report_read, report_write = os.pipe()
+children = []
+for _ in range(10):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(release_write)  # so that the parent's close releases it
+        try:
+            block = np.ones(2 ** 26)  # 512 MiB, every page written
+            os.write(report_write, b"y")
+        except MemoryError:
+            os.write(report_write, b"n")
+        os.read(release_read, 1)  # hold it until the parent lets go
+        os._exit(0)
+    children.append(pid)
+answers = b""
+waiting = {os.pidfd_open(pid) for pid in children}
+while len(answers) + len(children) - len(waiting) < len(children):  # each child answers, or ends first
+    ready, _, _ = select.select([report_read, *waiting], [], [], 10)
+    if not ready:
+        break
+    if report_read in ready:
+        answers += os.read(report_read, 64)
+    waiting -= set(ready)  # an ended child: killed before it could answer
+os.close(release_write)
+for pid in children:
+    os.waitpid(pid, 0)
+'''
+
+
 def hostile_notebooks() -> dict[str, object]:
     """Relative path -> notebook: the attacks of issue #12, and the file names that used to confuse grading."""
     good = solutions()
@@ -227,6 +327,16 @@ def hostile_notebooks() -> dict[str, object]:
     for name, source in (("input_transformer", INPUT_TRANSFORMER), ("monkeypatches_checks", MONKEYPATCH_CHECKS)):
         notebooks[f"{name}.ipynb"] = insert_after_setup(filled({}), code_cell(source))  # the stubs untouched
     notebooks["leaks.ipynb"] = filled(dict(good, softmax=LEAKY_SOFTMAX, attention=LEAKY_ATTENTION))
+    solved = "\n\n".join(good.values())
+    writer = KEYRING_WRITER.replace("PAYLOAD", repr(solved))
+    notebooks["keyring_1_writer.ipynb"] = insert_after_setup(filled(good), code_cell(writer))
+    reader = filled({})  # the stubs untouched: what it finds in the key rings would replace them
+    reader.cells.append(code_cell(KEYRING_READER))
+    notebooks["keyring_2_reader.ipynb"] = reader
+    notebooks["nested_userns.ipynb"] = filled(dict(good, softmax=NESTED_USERNS))
+    notebooks["memory_hog.ipynb"] = insert_after_setup(filled(good), code_cell(MEMORY_HOG))
+    notebooks["zwsp.ipynb"] = filled(good)  # and a name that only looks the same: a zero-width space in it
+    notebooks["zw\u200bsp.ipynb"] = filled(good)
     notebooks['=HYPERLINK("http:__example.com","10 points").ipynb'] = filled(good)  # a formula as a name
     for path in ("dup.ipynb", "dup/hw.ipynb", "dup-2.ipynb", "deep/a/b/hw.ipynb", "UPPER.IPYNB"):
         notebooks[path] = filled(good)

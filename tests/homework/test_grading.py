@@ -76,7 +76,7 @@ def test_the_sample_folder_holds_every_kind_of_submission():
 def test_csv_has_a_column_per_question_then_total_max_and_reason(graded):
     _, rows, _ = graded
     first = next(iter(rows.values()))
-    assert list(first) == ["student", *QUESTIONS, "total", "max", "reason"]
+    assert list(first) == ["student", *QUESTIONS, "total", "max", "reason", "cleanup"]
     assert sorted(rows) == sorted(EXPECTED)
 
 
@@ -104,7 +104,7 @@ def test_feedback_repeats_what_the_checks_said_about_a_wrong_answer(graded):
     text = (out / "feedback" / "partly_wrong.md").read_text(encoding="utf-8")
     assert "| softmax-stable | 0 / 1 | failed |" in text
     assert "off by the scaling factor: divide the scores Q K^T by sqrt(d_k) = 2" in text
-    assert "`AssertionError: my_softmax gives NaN or inf for logits of ±10000" in text
+    assert "`AssertionError: my_softmax: NaN or inf for logits of ±10000 (subtract the row maximum before exp)" in text
 
 
 def test_feedback_of_an_unfinished_notebook_says_not_done_yet(graded):
@@ -218,20 +218,6 @@ def test_submissions_may_sit_in_one_folder_per_student(tmp_path):
     assert skipped == []
 
 
-@pytest.mark.slow
-def test_time_to_grade_one_hundred_submissions(tmp_path):
-    """A measurement, not a timed assertion: prints how long 100 correct submissions take (2 workers)."""
-    folder = tmp_path / "hundred"
-    folder.mkdir()
-    for index in range(100):
-        shutil.copy(SAMPLES / "correct.ipynb", folder / f"student_{index:03d}.ipynb")
-    start = time.perf_counter()
-    results, _ = grading.grade(HOMEWORK, folder, tmp_path / "out", timeout=10, jobs=2)
-    seconds = time.perf_counter() - start
-    print(f"\ngraded 100 submissions in {seconds:.1f} s ({seconds / 100:.2f} s each, 2 workers)")
-    assert [r["total"] for r in results] == [10] * 100
-
-
 def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
     monkeypatch.setattr(grading, "grade_submission", lambda *args: os._exit(3))  # inherited by the fork
     [result] = grading.grade_in_workers(grading.grading_plan(HOMEWORK), [SAMPLES / "correct.ipynb"],
@@ -240,7 +226,7 @@ def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
 
 
 def test_a_worker_past_its_deadline_is_stopped_and_the_next_one_still_runs(monkeypatch):
-    def hang_for_correct(plan, path, timeout, deadline, slot, sandboxed):
+    def hang_for_correct(plan, path, timeout, deadline, sandboxed, caps, uid):
         if path.stem == "correct":
             time.sleep(600)
         return {"student": path.stem, "points": {}, "feedback": [], "notes": [], "status": "graded",

@@ -1,11 +1,13 @@
-"""Hostile submissions: what the attacks of issue #12 achieve against the sandboxed grader (nothing).
+"""Hostile submissions: what the attacks of issues #12 and #29 achieve against the sandboxed grader (nothing).
 
 tests/homework/submissions/hostile/ (written by make_submissions.py) holds one submission per attack,
 and the file names that used to confuse grading. The module copies them, with two honest students
 graded before and after them, into a fresh folder, records hashes of the package and of every
-submission, and runs the real command once, in the sandbox, with a canary variable in its environment.
-The tests then check the outcome of each attack: the honest students' grades, what reached any
-feedback, the processes left, the package and the submissions on disk, and grades.csv after the end.
+submission, and runs the real command once, in the sandbox, with a canary variable in its environment:
+once as root (a uid and control groups per submission) and once as an ordinary user (user namespaces,
+resource limits; :mod:`unprivileged`). The tests then check the outcome of each attack: the honest
+students' grades, what reached any feedback, the processes and keys left, the package and the
+submissions on disk, and grades.csv after the end.
 
 Never run these submissions with --unsafe-no-sandbox: one of them kills every process it may signal.
 """
@@ -19,21 +21,23 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tools.homework import grading, reports, sandbox
+from tools.homework import grading, reports, traces
+
 HOMEWORK = "hw_scaled_dot_product_attention"
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"  # written by make_submissions.py
 SAMPLES, HOSTILE = SUBMISSIONS / HOMEWORK, SUBMISSIONS / "hostile"
-TIMEOUT_S = 5
+TIMEOUT_S = 15  # the memory hog touches 3 GiB before the kernel stops it: seconds on a busy machine
 RUN_BOUND_S = 600
 MARKER = "attnbook-hostile-background"
 HONEST = ("aaa_honest", "zzz_honest")  # graded first and last: before and after every attack
 
-# row -> (total, words its reason must hold)
+# row -> (total, words its reason must hold); the memory hog's words depend on the caps (expected_reasons)
 EXPECTED = {
     "aaa_honest": (10, ["all 8 hidden tests passed"]),
     "zzz_honest": (10, ["all 8 hidden tests passed"]),
@@ -52,7 +56,17 @@ EXPECTED = {
     "dup-2": (10, ["all 8 hidden tests passed"]),
     "deep": (10, ["all 8 hidden tests passed"]),
     "UPPER": (10, ["all 8 hidden tests passed"]),
+    "keyring_1_writer": (10, ["all 8 hidden tests passed"]),
+    "keyring_2_reader": (0, ["8 of 8 hidden tests failed"]),
+    "nested_userns": (4, ["4 of 8 hidden tests failed (softmax-values, softmax-stable, attention-values, "
+                          "attention-heads-and-stability)"]),
+    "memory_hog": (10, ["all 8 hidden tests passed"]),
+    "zwsp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode normalisation) "
+                        "for zwsp (zwsp.ipynb, zw<U+200B>sp.ipynb)"]),
+    "zw<U+200B>sp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode "
+                                "normalisation) for zwsp (zwsp.ipynb, zw<U+200B>sp.ipynb)"]),
 }
+MEMORY_CAP_NOTE = "the submission's processes together reached the sandbox's memory cap (3 GiB)"
 
 
 def digest(paths) -> dict[str, str]:
@@ -67,8 +81,14 @@ def package_files() -> list[Path]:
             for p in folder.glob("*.py")]
 
 
+# This module's own uids, so that the sandboxes of tests running meanwhile in other workers are not counted:
+# the sandboxes' range as root (ATTNBOOK_SANDBOX_UIDS), and the user that grades "as a user"
+SANDBOX_UIDS = range(3_000_000, 3_000_000 + traces.UID_COUNT)
+UNPRIVILEGED_UID = 1_190_001
+
+
 def sandbox_processes() -> list[str]:
-    """Processes of the sandbox uids, or with the background attack's marker in their command line."""
+    """Processes of this module's sandbox uids or unprivileged grader, or with the background attack's marker."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -78,7 +98,7 @@ def sandbox_processes() -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if sandbox.BASE_UID <= uid < sandbox.BASE_UID + 64 or MARKER in cmdline:
+        if uid in SANDBOX_UIDS or uid == UNPRIVILEGED_UID or MARKER in cmdline:
             found.append(f"{entry.name} (uid {uid}): {cmdline[:120]}")
     return found
 
@@ -95,10 +115,13 @@ def wait_until(condition, bound_s: float, message: str):
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
-    """Grade the hostile folder once; returns what the tests inspect."""
-    root = tmp_path_factory.mktemp("hostile")
+@pytest.fixture(scope="module", params=["as root", "as a user"])
+def attacked(request, unprivileged):
+    """Grade the hostile folder once per way of grading; returns what the tests inspect."""
+    as_user = request.param == "as a user"
+    if os.geteuid() != 0 and not as_user:
+        pytest.skip("grading as root needs root")
+    root = Path(tempfile.mkdtemp(prefix="attnbook-hostile-"))  # not under pytest's 0700 folder: the user reads it
     folder, out = root / "submissions", root / "out"
     shutil.copytree(HOSTILE, folder)
     for name in HONEST:
@@ -106,9 +129,13 @@ def attacked(tmp_path_factory):
     submissions_before = digest(p for p in folder.rglob("*") if p.is_file())
     package_before = digest(package_files())
     canary = f"canary-{secrets.token_hex(8)}"
-    env = dict(os.environ, ATTNBOOK_CANARY=canary)
+    env = dict(os.environ, ATTNBOOK_CANARY=canary, ATTNBOOK_SANDBOX_UIDS=str(SANDBOX_UIDS.start))
     command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder),
                str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
+    if as_user and os.geteuid() == 0:
+        os.chmod(root, 0o755)
+        os.chown(root, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+        command = unprivileged.command(command, root, UNPRIVILEGED_UID)
     finished = subprocess.run(command, capture_output=True, text=True, timeout=RUN_BOUND_S, env=env)
     assert finished.returncode == 0, f"the grader failed:\n{finished.stdout[-2000:]}\n{finished.stderr[-2000:]}"
     csv_right_after = (out / "grades.csv").read_bytes()
@@ -117,9 +144,11 @@ def attacked(tmp_path_factory):
                       f"sandbox processes are still running after the grader exited: {sandbox_processes()}")
     with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
-    return {"folder": folder, "out": out, "rows": rows, "stdout": finished.stdout, "canary": canary,
-            "submissions_before": submissions_before, "package_before": package_before, "left": left,
-            "csv_right_after": csv_right_after, "feedback_right_after": feedback_right_after}
+    yield {"folder": folder, "out": out, "rows": rows, "stdout": finished.stdout, "stderr": finished.stderr,
+           "canary": canary, "submissions_before": submissions_before, "package_before": package_before,
+           "left": left, "csv_right_after": csv_right_after, "feedback_right_after": feedback_right_after,
+           "as_user": as_user, "key_users": traces._key_users()}
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def feedback_texts(attacked) -> dict[str, str]:
@@ -133,9 +162,18 @@ def row(attacked, name: str) -> dict:
     return rows[key]
 
 
+def expected_reasons(attacked, name: str) -> list[str]:
+    """The words the row's reason must hold: the memory hog's say so when a control group stopped it."""
+    reasons = list(EXPECTED[name][1])
+    if name == "memory_hog" and "(cgroup v" in attacked["stderr"]:
+        reasons.append(MEMORY_CAP_NOTE)
+    return reasons
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_submission_gets_its_expected_total_and_reason(attacked, name):
-    total, reasons = EXPECTED[name]
+    total, _ = EXPECTED[name]
+    reasons = expected_reasons(attacked, name)
     found = row(attacked, name)
     assert int(found["total"]) == total, found["reason"]
     for words in reasons:
@@ -185,9 +223,11 @@ def test_nothing_secret_reaches_any_feedback(attacked):
     hidden_lines = [line.strip() for test in grading.grading_plan(HOMEWORK)["hidden"]
                     for line in test["source"].splitlines() if len(line.strip()) > 25]
     others = {p.name for p in attacked["folder"].rglob("*.ipynb")}
+    own = {"dup.ipynb.md": ["dup.ipynb", "dup/hw.ipynb"], "dup_hw.ipynb.md": ["dup.ipynb", "dup/hw.ipynb"],
+           "zwsp.ipynb.md": ["zwsp.ipynb"]}  # the student's own files, named by the collision
     for name, text in feedback_texts(attacked).items():
-        if name in ("dup.ipynb.md", "dup_hw.ipynb.md"):  # the student's own two files, named by the collision
-            text = text.replace("dup.ipynb", "").replace("dup/hw.ipynb", "")
+        for mine in own.get(name, []):
+            text = text.replace(mine, "")
         assert attacked["canary"] not in text and "ATTNBOOK_CANARY" not in text, name
         assert str(attacked["out"]) not in text and str(attacked["folder"]) not in text, name
         assert not [line for line in hidden_lines if line in text], name
@@ -211,3 +251,40 @@ def test_skipped_files_are_listed_with_the_reason(attacked):
     assert "skipped notes.txt: not a notebook (.ipynb)" in attacked["stdout"]
     listed = (attacked["out"] / "skipped.csv").read_text(encoding="utf-8").splitlines()
     assert listed == ["file,reason", "notes.txt,not a notebook (.ipynb)"]
+
+
+def test_the_grader_says_how_each_sandbox_is_capped(attacked):
+    said = attacked["stderr"]
+    if attacked["as_user"]:
+        assert "3 GiB per sandbox as 6 processes of at most 512 MiB (resource limits: not root" in said, said
+    else:
+        assert "3 GiB and 64 processes per sandbox (cgroup v" in said or "(resource limits:" in said, said
+
+
+def test_no_sandbox_left_anything_for_the_grader_to_clean(attacked):
+    """The cleanup column is empty on every row: the check after each submission found its uid owning nothing."""
+    assert {name: found["cleanup"] for name, found in attacked["rows"].items() if found["cleanup"]} == {}
+
+
+def test_no_sandbox_uid_holds_a_key_after_grading(attacked):
+    """The writer's add_key calls were refused: no uid of the sandboxes' range holds a key in its key rings."""
+    owners = [uid for uid in attacked["key_users"] if uid in SANDBOX_UIDS]
+    assert [uid for uid in owners if traces.leftovers(uid).keys] == []
+
+
+def test_the_keyring_reader_found_nothing_because_every_key_call_was_refused(attacked):
+    text = feedback_texts(attacked)["keyring_2_reader.md"]
+    assert ("found nothing: [('persistent', 'EPERM'), ('session', 'EPERM'), ('user', 'EPERM'), "
+            "('user-session', 'EPERM')]") in text, text
+
+
+def test_no_submission_can_make_a_user_namespace(attacked):
+    text = feedback_texts(attacked)["nested_userns.md"]
+    assert "USERNS unshare: EPERM; unshare -Ur: exit 1 unshare: unshare failed: Operation not permitted" in text, text
+
+
+def test_names_that_look_the_same_are_shown_apart(attacked):
+    """A zero-width space makes a second name that looks like the first: both rows, the invisible one shown."""
+    assert {"zwsp.ipynb", "zw<U+200B>sp.ipynb"} <= set(attacked["rows"])
+    assert "zwsp" not in attacked["rows"] and not [name for name in attacked["rows"] if "\u200b" in name]
+    assert "zw<U+200B>sp.ipynb: 10 / 10" in attacked["stdout"]

@@ -59,6 +59,14 @@ def report(course):
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_exported_notebook_shows_no_myst_role_or_directive(course, name):
+    """The instructor's nbgrader source reads as Markdown, as every notebook the book hands out (tests/site)."""
+    from tools.extensions.reader_notebooks import notebook_raw_myst
+
+    assert notebook_raw_myst(nbformat.read(course / "source" / name / f"{name}.ipynb", as_version=4)) == []
+
+
 def cells_by_id(notebook):
     return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells}
 

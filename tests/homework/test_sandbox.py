@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tools import ROOT
-from tools.homework import cli, grading, reports, sandbox, sandbox_driver
+from tools.homework import cli, grading, reports, sandbox, sandbox_driver, traces
 HOMEWORK = "hw_scaled_dot_product_attention"
 SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK
 SEES = '''
@@ -43,7 +43,7 @@ status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read()
 seen = {
     "env": sorted(os.environ),
     "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "caps": status["CapEff"].strip(),
-    "no_new_privs": status["NoNewPrivs"].strip(),
+    "no_new_privs": status["NoNewPrivs"].strip(), "seccomp": status["Seccomp"].strip(),
     "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
     "root": sorted(os.listdir("/")),
     "repository": sorted(os.listdir(REPOSITORY)) if os.path.isdir(REPOSITORY) else [],
@@ -58,10 +58,10 @@ seen = {
 
 @pytest.fixture()
 def session():
-    running = sandbox.Session(slot=3, sandboxed=True, cpu_seconds=60)
+    running = sandbox.Session(sandboxed=True, cpu_seconds=60)
     running.start()
     yield running
-    running.stop()
+    assert running.close() == [], "the sandbox left something on the host"
 
 
 def run(session, source: str, timeout: float = 20) -> dict:
@@ -79,28 +79,31 @@ def test_the_start_up_probe_passes_here():
 
 def test_code_in_the_sandbox_is_alone_unprivileged_and_limited(monkeypatch):
     monkeypatch.setenv("ATTNBOOK_CANARY", "must-not-be-seen")  # set before the sandbox starts: it must not see it
-    session = sandbox.Session(slot=3, sandboxed=True, cpu_seconds=60)
+    session = sandbox.Session(sandboxed=True, cpu_seconds=60)
     session.start()
+    uid = session.uid
     try:
         source = f"REPOSITORY = {str(ROOT)!r}\n" + SEES
         assert run(session, source) == {"ok": True, "ename": "", "evalue": ""}
         seen = get(session, "seen")
     finally:
-        session.stop()
+        assert session.close() == []
+    caps = session.caps
     assert seen["env"] == sorted([*sandbox._environment("/sandbox"), "PWD"])
     if os.geteuid() == 0:
-        assert seen["uid"] == seen["gid"] == sandbox.BASE_UID + 3 and seen["groups"] == []
-        assert seen["nproc"] == [sandbox.PROCESSES, sandbox.PROCESSES]
+        assert seen["uid"] == seen["gid"] == uid and seen["groups"] == []
+        assert uid in traces.uid_range()
+        assert seen["nproc"] == [caps.processes, caps.processes]
     else:
         assert seen["uid"] == os.getuid()  # the user namespace's identity mapping
-    assert seen["caps"] == "0000000000000000"
+    assert seen["caps"] == "0000000000000000" and seen["seccomp"] == "2"
     assert seen["pids"] == [1, 2]  # bwrap's init and the driver: nothing of the host
     # none of the host's own folders but the paths down to the repository (in /home for a user's clone) and to
     # the Python installation (which the sandbox binds read-only)
     assert {"mnt", "srv", "opt", "home"} & set(seen["root"]) <= {Path(ROOT).parts[1], Path(sys.base_prefix).parts[1]}
     assert set(seen["repository"]) <= {".venv", "code"}  # only what holds the package: no exercises/, no tests/
     assert seen["write_package"] is False and seen["write_work"] is True and seen["write_tmp"] is True
-    assert seen["memory"] == [sandbox.MEMORY_BYTES, sandbox.MEMORY_BYTES]
+    assert seen["memory"] == [caps.address_space, caps.address_space]
     assert seen["cpu"][0] == 61
 
 
@@ -131,12 +134,11 @@ for _ in range(500):
     children += 1
 '''
     assert run(session, bomb)["ok"] is True
-    assert get(session, "refused") == "BlockingIOError" and get(session, "children") < sandbox.PROCESSES
+    assert get(session, "refused") == "BlockingIOError" and get(session, "children") < session.caps.processes
 
 
-def test_memory_beyond_the_limit_is_refused(session):
-    answer = run(session, "import numpy as np\nhuge = np.ones(sandbox_bytes // 8)".replace(
-        "sandbox_bytes", str(sandbox.MEMORY_BYTES)))
+def test_one_allocation_beyond_the_cap_is_a_memory_error_in_the_cell(session):
+    answer = run(session, f"import numpy as np\nhuge = np.ones({session.caps.memory_bytes} // 8)")
     assert answer["ok"] is False and answer["ename"] == "MemoryError"
 
 
@@ -178,7 +180,7 @@ def test_attnbook_named_tuples_are_rebuilt_and_other_objects_are_not():
 
 @pytest.mark.parametrize(("data", "words"), [
     ({"t": "named", "type": "os.system", "v": []}, "is not an attnbook type"),
-    ({"t": "named", "type": "attnbook.checks.CheckResult", "v": []}, "is not a named tuple of attnbook"),
+    ({"t": "named", "type": "attnbook.homework.CheckResult", "v": []}, "is not a named tuple of attnbook"),
     ({"t": "array", "dtype": "|O8", "shape": [1], "data": ""}, "not booleans or numbers"),
     ({"t": "array", "dtype": "<f8", "shape": [2], "data": "AAAA"}, "with 3 bytes of data"),
     ({"t": "pickle", "v": "gASVAAAAAAAAAAA="}, "unknown tag 'pickle'"),
@@ -257,6 +259,15 @@ def test_notebooks_are_found_at_any_depth_and_in_any_case(tmp_path):
                        ("x.py", "not a notebook (.ipynb)")]
 
 
+def test_names_are_normalised_and_names_that_only_look_the_same_are_kept_apart(tmp_path):
+    for name in ("ann.ipynb", "a\u200bnn.ipynb", "\uff42\uff4f\uff42.ipynb", "carol.ipynb"):  # ｂｏｂ: full-width
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    found, _ = grading.submissions_in(tmp_path)
+    assert [(item["student"], item["row"], item["look_alike"]) for item in found] == [
+        ("ann", "ann.ipynb", True), ("ann", "a<U+200B>nn.ipynb", True), ("carol", "carol", False), ("bob", "bob", False)]
+    assert found[0]["collision"] == found[1]["collision"] == ["ann.ipynb", "a<U+200B>nn.ipynb"]
+
+
 def test_feedback_file_names_are_distinct_and_safe():
     names = reports.feedback_names(["dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann", "ann", "../x"])
     assert len(set(n.lower() for n in names.values())) == 6
@@ -274,11 +285,11 @@ def test_names_and_exceptions_with_control_characters_are_not_printed_raw(tmp_pa
 
 def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():
     cells = [nbformat.v4.new_code_cell("raise type('Bad\\nName', (Exception,), {})()")]
-    runner = grading.Runner(cells, timeout=5, deadline=60, slot=5, sandboxed=True)
+    runner = grading.Runner(cells, timeout=5, deadline=60, sandboxed=True)
     try:
         runner.run_cells()
     finally:
-        runner.session.stop()
+        assert runner.session.close() == []
     assert runner.notes == ["cell 0 raised an exception"]
 
 
@@ -287,7 +298,7 @@ def test_a_value_that_cannot_be_sent_in_time_is_unreadable_and_the_rest_is_still
     cells = [nbformat.v4.new_code_cell(source) for source in (
         "answer_a12 = [1] * 10 ** 7  # quick to make, longer than the timeout to send",
         "answer_a21 = 0.2\ndef my_softmax(x):\n    return x\n")]
-    runner = grading.Runner(cells, timeout=2, deadline=60, slot=6, sandboxed=True)
+    runner = grading.Runner(cells, timeout=2, deadline=60, sandboxed=True)
     try:
         runner.run_cells()
         space = runner.namespace(plan)
@@ -295,7 +306,7 @@ def test_a_value_that_cannot_be_sent_in_time_is_unreadable_and_the_rest_is_still
         assert space["answer_a12"].type_name.startswith("value that could not be sent (")
         assert space["answer_a21"] == 0.2 and space["my_softmax"](np.ones(2)).tolist() == [1.0, 1.0]
     finally:
-        runner.session.stop()
+        assert runner.session.close() == []
 
 
 def test_nothing_of_the_hidden_tests_is_sent_into_the_sandbox(monkeypatch):

@@ -125,3 +125,11 @@ def test_student_notebook_runs_top_to_bottom_and_every_check_says_not_done_yet(s
             assert verdicts and all(line.startswith("✗ ") and "not done yet" in line for line in verdicts), text
         else:
             assert text == "", f"a {sources.role(cell)} cell printed {text!r}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_notebook_shows_no_myst_role_or_directive(name, student_dir):
+    """What a student is handed reads as Markdown, as every notebook the book hands out (tests/site)."""
+    from tools.extensions.reader_notebooks import notebook_raw_myst
+
+    assert notebook_raw_myst(nbformat.read(student_dir / f"{name}.ipynb", as_version=4)) == []

@@ -22,7 +22,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from tools import ROOT, install_cell
-from tools.execute_notebooks import notebook_sources
+from tools.execution import notebook_sources
 
 MISSING_ON_COLAB = ("attnbook", "myst_nb")  # importable names; the rest of the stack is on Colab
 USE_THE_PACKAGE = """

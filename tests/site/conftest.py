@@ -82,17 +82,24 @@ def open_page(browser, site_url):
 
 
 @pytest.fixture
-def visit(browser, site_url):
+def visit_server(browser):
+    """visit_server(base_url, path) -> a PageVisit of a page another server on 127.0.0.1 serves (JupyterLab),
+    closed after the test."""
     opened: list[PageVisit] = []
 
-    def open_page(path: str, color_scheme: str = "light", **options) -> PageVisit:
-        page_visit = PageVisit(browser, site_url, path, color_scheme, **options)
+    def open_page(base_url: str, path: str, color_scheme: str = "light", **options) -> PageVisit:
+        page_visit = PageVisit(browser, base_url, path, color_scheme, **options)
         opened.append(page_visit)
         return page_visit
 
     yield open_page
     for page_visit in opened:
         page_visit.close()
+
+
+@pytest.fixture
+def visit(visit_server, site_url):
+    return lambda path, color_scheme="light", **options: visit_server(site_url, path, color_scheme, **options)
 
 
 _FORMULAS = """() => ({
@@ -102,6 +109,42 @@ _FORMULAS = """() => ({
   errors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 60))})"""
 
 _IMAGES = """els => els.map(e => ({src: e.src, alt: e.alt, loaded: e.complete && e.naturalWidth > 0}))"""
+
+# Every data-flow diagram (attnbook.figures.diagrams) of the page: its size on the page, its title and alt text,
+# and the contrast of each of its texts against what is behind it (the box drawn just before the text, a
+# hatched box's pattern colour, or the page's background), by WCAG's formula
+_DIAGRAMS = """() => {
+  const rgb = c => (c.match(/[0-9.]+/g) || [0, 0, 0]).slice(0, 3).map(Number);
+  const alpha = c => { const parts = c.match(/[0-9.]+/g) || []; return parts.length > 3 ? Number(parts[3]) : 1; };
+  const luminance = c => { const [r, g, b] = rgb(c).map(v => v / 255).map(
+      v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+      return (x + 0.05) / (y + 0.05); };
+  let page = getComputedStyle(document.body).backgroundColor;
+  for (let e = document.querySelector('article'); e && alpha(page) === 0; e = e.parentElement) {
+    page = getComputedStyle(e).backgroundColor; }
+  if (alpha(page) === 0) page = getComputedStyle(document.documentElement).backgroundColor;
+  return [...document.querySelectorAll('article svg.attn-diagram')].map(svg => {
+    const box = svg.getBoundingClientRect();
+    const behind = text => {
+      for (let e = text.previousElementSibling; e; e = e.previousElementSibling) {
+        if (e.tagName !== 'rect') continue;
+        const fill = getComputedStyle(e).fill;
+        if (fill.startsWith('url(')) {
+          const pattern = svg.querySelector(fill.match(/#([^"')]+)/)[0]);
+          return getComputedStyle(pattern.querySelector('rect')).fill; }
+        if (fill !== 'none' && alpha(fill) > 0 && e.getAttribute('width') !== svg.viewBox.baseVal.width.toString())
+          return fill;
+      }
+      return page;
+    };
+    return {width: box.width, height: box.height,
+            title: (svg.querySelector('title') || {}).textContent || '',
+            alt: (svg.querySelector('desc') || {}).textContent || '',
+            texts: [...svg.querySelectorAll('text')].map(t => ({text: t.textContent,
+                contrast: contrast(getComputedStyle(t).fill, behind(t))}))};
+  });
+}"""
 
 
 class PageReport:
@@ -114,6 +157,7 @@ class PageReport:
         self.images = page.eval_on_selector_all("article img", _IMAGES)
         self.formulas = page.evaluate(_FORMULAS)
         self.static_figures = page.evaluate(STATIC_FIGURES)
+        self.diagrams = page.evaluate(_DIAGRAMS)
         page.add_script_tag(path=str(AXE))
         self.serious_accessibility_violations = page.evaluate(AXE_RUN, axe_rules)  # None: every rule
         self.page_visit = page_visit

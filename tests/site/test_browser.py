@@ -59,6 +59,24 @@ def test_page_figures_are_set_up_with_named_controls(page_report, path):
             assert control["count"] >= 2, f"control {control['id']} ({control['label']}) offers one value"
 
 
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("path", PAGES)
+def test_page_diagrams_are_shown_described_and_readable(page_report, path, color_scheme):
+    for diagram in page_report(path, color_scheme).diagrams:
+        assert diagram["width"] > 200 and diagram["height"] > 50, f"a diagram is too small to see: {diagram}"
+        assert diagram["title"].strip() and len(diagram["alt"]) > 40, f"a diagram without its words: {diagram}"
+        faint = [t for t in diagram["texts"] if t["contrast"] < 4.5]
+        assert faint == [], f"{diagram['title']}: text below 4.5:1 in the {color_scheme} theme: {faint}"
+
+
+def test_every_chapter_that_draws_a_diagram_shows_it(page_report):
+    """The diagram test above is not vacuous: each chapter whose source draws a Diagram shows one."""
+    drawing = [page for page in PAGES if page.startswith("chapters/")
+               and "Diagram(" in (ROOT / page.replace(".html", ".md")).read_text(encoding="utf-8")]
+    assert "chapters/scaled_dot_product_attention.html" in drawing
+    assert [page for page in drawing if not page_report(page).diagrams] == []
+
+
 def _wait_for(page, expression, argument, message, timeout=10_000):
     try:
         page.wait_for_function(expression, arg=argument, timeout=timeout)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from urllib.parse import unquote, urlparse
 
 import pytest
 import yaml
 
 from tools import ROOT
-from tools.built_site import HTML, toc_pages
+from tools.built_site import HTML, PageLinks, toc_pages
 from tools.extensions.book_pdf import PDF_NAME
 
 CHAPTER = "chapters/scaled_dot_product_attention"
@@ -128,26 +127,8 @@ def test_repository_button_links_the_source_repository():
     assert re.search(r'href="https://github\.com/[^"/]+/[^"/]+"', read(f"{CHAPTER}.html"))
 
 
-class _Links(HTMLParser):
-    """Collects href targets and element ids of one page."""
-
-    def __init__(self):
-        super().__init__()
-        self.hrefs: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag, attrs):
-        attributes = dict(attrs)
-        if attributes.get("id"):
-            self.ids.add(attributes["id"])
-        if tag == "a" and attributes.get("href"):
-            self.hrefs.append(attributes["href"])
-
-
 def _parse(path):
-    parser = _Links()
-    parser.feed(path.read_text(encoding="utf-8"))
-    return parser
+    return PageLinks.of(path.read_text(encoding="utf-8"))
 
 
 def test_every_internal_link_and_anchor_of_the_book_resolves():

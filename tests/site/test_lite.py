@@ -4,7 +4,9 @@ The lite site hosts its own Pyodide (tools/pyodide_dist.py): npm's Pyodide core 
 kernel and the chapters load, each verified against npm's lock. So the test serves nothing but the built
 site from 127.0.0.1, and every request that leaves it is recorded, aborted and fails the test.
 
-Every chapter notebook runs top to bottom in the lite kernel, each code cell in turn, and the test fails
+The lite site holds the chapters' reader notebooks (tools/extensions/reader_notebooks.py: what a learner is
+handed, tests/site/test_reader_notebooks.py), so those are what run here. Every chapter notebook runs top to
+bottom in the lite kernel, each code cell in turn, and the test fails
 naming the notebook and the cell on an error or when a cell does not finish within its bound. The chapters
 one test worker runs share one page and one Pyodide kernel (:class:`SharedLiteKernel`): starting a kernel
 and importing numpy, matplotlib and the package take about as long as a chapter's own cells, every time.
@@ -13,7 +15,7 @@ site's own files into the same notebook panel after the kernel's namespace is cl
 figure and widget closed), so its cells run top to bottom as in a kernel of its own, but for the modules
 already imported. After a chapter fails, the next one gets a new page and kernel; with
 ``ATTNBOOK_LITE_KERNEL_PER_CHAPTER=1`` every chapter does. No cell is
-skipped: what did not run in Pyodide was fixed at its source (attnbook.timing's processor clock, which
+skipped: what did not run in Pyodide was fixed at its source (attnbook.measure.timing's processor clock, which
 is the wall clock there; "Source notes"' int64 counts). After the last cell, the first control of the
 notebook's first interactive figure is clicked, as a reader would, and its Python callback must redraw
 what it drives. With windowing on, JupyterLab hides the cells out of view, so the test turns it off.

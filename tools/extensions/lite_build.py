@@ -137,13 +137,11 @@ def write_lite_pyodide(app, exception) -> None:
 
 
 def lite_notebook(app, pagename: str) -> str | None:
-    """The path of the page's notebook inside the lite site, if the lite site holds it."""
-    source = Path(app.srcdir) / f"{pagename}.ipynb"
-    patterns = app.config.jupyterlite_contents or []
-    if isinstance(patterns, str):
-        patterns = [patterns]
-    if any(source in Path(app.srcdir).glob(pattern) for pattern in patterns):
-        return source.name  # jupyterlite-sphinx passes files one by one: they land at the lite root
+    """The path of the page's notebook inside the lite site (its reader notebook), if the lite site holds it."""
+    from tools.extensions.reader_notebooks import LITE_PAGES, is_notebook_page, lite_name
+
+    if pagename.startswith(LITE_PAGES) and is_notebook_page(app, pagename):
+        return lite_name(pagename)  # jupyterlite-sphinx passes files one by one: they land at the lite root
     return None
 
 

@@ -7,9 +7,8 @@
   ``_static/static-widgets.js``); other pages load nothing for it.
 * The website shows no ipywidgets view (_config.yml's mime priority), so myst-nb's saved widget state
   (a large JSON of every widget model) is of no use there and is dropped from the page.
-* The page's download button offers the executed notebook (_sources/.../*.ipynb). Its static forms,
-  every state's image, are of no use in Jupyter, which shows the live widget: they are dropped there,
-  as they are from the paired notebooks (tools/site_outputs.py).
+* The page's download button offers its reader notebook (tools/extensions/reader_notebooks.py), which
+  has no static form: Jupyter shows the live widget.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import posixpath
 import re
 from pathlib import Path
 
-import nbformat
 
 FIGURE = re.compile(r'<div class="attn-static-widget".*?</script></div>', re.S)
 DATA_URL = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
@@ -63,25 +61,7 @@ def static_figures(app, pagename, templatename, context, doctree) -> None:
     app.add_js_file(SCRIPT, defer="defer")
 
 
-def drop_static_forms_from_downloads(app, exception) -> None:
-    """Every page's .ipynb download: the executed notebook (from the build's execution cache, see
-    :func:`tools.execution.executed_from_cache`) as a reader's Jupyter shows it, like its paired .ipynb:
-    without the static forms of its figures or their widget views (:func:`tools.site_outputs.reader_notebook`)."""
-    if exception is not None or app.builder.format != "html":
-        return
-    from tools.execution import executed_from_cache
-    from tools.site_outputs import reader_notebook
-
-    sources = Path(app.outdir) / "_sources"
-    for notebook in sources.rglob("*.ipynb"):
-        source = (Path(app.srcdir) / notebook.relative_to(sources)).with_suffix(".md")
-        executed = executed_from_cache(source) if source.is_file() else None
-        if executed is not None:
-            notebook.write_text(nbformat.writes(reader_notebook(executed)[0]), encoding="utf-8")
-
-
 def setup(app):
-    app.connect("build-finished", drop_static_forms_from_downloads)
     # before myst-nb's own html-page-context handler (priority 500), which adds the saved widget state
     app.connect("html-page-context", static_figures, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

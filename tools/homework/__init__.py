@@ -5,7 +5,7 @@ role tag:
 
 - ``instructions`` (markdown), ``setup`` (imports every version runs),
 - ``stub`` (the student's starting code) directly followed by its ``solution`` (same names),
-- ``public-check`` (calls into ``attnbook.checks`` and prints a verdict),
+- ``public-check`` (calls into ``attnbook.homework`` and prints a verdict),
 - ``hidden-test`` (asserts; metadata ``grade_id`` and ``points``).
 
 Code cells other than setup name their ``task`` in the metadata, which ties a hidden test to the stub it
@@ -18,6 +18,9 @@ grades. The modules, one job each:
   bubblewrap sandbox (:mod:`~tools.homework.sandbox`, which starts :mod:`~tools.homework.sandbox_driver`
   inside it) and the hidden tests in the grader, which calls the student's functions in the sandbox on
   the tests' inputs and gets their results back as data; a hidden test scores its points when it runs
-  without an error. :mod:`~tools.homework.reports` writes the grades and the feedback;
+  without an error. The sandbox's seccomp filter is :mod:`~tools.homework.seccomp`, its memory and
+  process caps :mod:`~tools.homework.cgroups`, and :mod:`~tools.homework.traces` gives each submission a
+  uid of its own and checks what the uid still owns after it. :mod:`~tools.homework.reports` writes the
+  grades and the feedback;
 - :mod:`~tools.homework.cli`: the command line, ``python -m tools.homework`` (``make student``, ``make grade``).
 """

@@ -2,7 +2,7 @@
 
     python -m tools.homework check [HOMEWORK ...]                 # validate the instructor sources
     python -m tools.homework student [--out DIR] [HOMEWORK ...]   # student notebooks -> _build/student/
-    python -m tools.homework grade HOMEWORK SUBMISSIONS OUT [--timeout 10] [--jobs 2] [--unsafe-no-sandbox]
+    python -m tools.homework grade HOMEWORK SUBMISSIONS OUT [--timeout 10] [--jobs 2] [--memory 3] [--unsafe-no-sandbox]
     python -m tools.homework nbgrader OUT [HOMEWORK ...]          # nbgrader source notebooks -> OUT/source/
 
 HOMEWORK is a name such as ``hw_masks`` or a path such as ``exercises/hw_masks.md``; without one, every
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from tools import display_path
-from tools.homework import grading
+from tools.homework import cgroups, grading
 from tools.homework.nbgrader_export import write_nbgrader
 from tools.homework.sources import HomeworkError, format_number, homework_sources
 from tools.homework.student import STUDENT_DIR, write_student_notebooks
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--timeout", type=float, default=10, help="seconds per cell and per call")
     grade.add_argument("--jobs", type=int, default=2, help="submissions graded in parallel")
     grade.add_argument("--deadline", type=float, default=180, help="seconds per submission")
+    grade.add_argument("--memory", type=float, default=cgroups.MEMORY_BYTES / 1024 ** 3,
+                       help="GiB per sandbox, all its processes together (default 3)")
     grade.add_argument("--unsafe-no-sandbox", action="store_true",
                        help="run submissions without the sandbox, with your rights (see the instructor guide)")
     export = commands.add_parser("nbgrader", help="write nbgrader source notebooks to OUT/source/")
@@ -60,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.unsafe_no_sandbox:
                 print("homework: WARNING: --unsafe-no-sandbox: every submission runs as you, with your files "
                       "and environment in reach; it can change the grades", file=sys.stderr)
+            if not args.unsafe_no_sandbox:
+                print(f"homework: each sandbox: {cgroups.plan(int(args.memory * 1024 ** 3)).describe()}",
+                      file=sys.stderr)
             start = time.perf_counter()
             results, skipped = grading.grade(args.homework, args.submissions, args.out, args.timeout, args.jobs,
-                                             args.deadline, sandboxed=not args.unsafe_no_sandbox)
+                                             args.deadline, sandboxed=not args.unsafe_no_sandbox,
+                                             memory_bytes=int(args.memory * 1024 ** 3))
             seconds = time.perf_counter() - start
             for result in sorted(results, key=lambda r: r["student"]):
                 print(_printable(f"{result['student']}: {format_number(result['total'])} / "

@@ -5,7 +5,7 @@ driver (:mod:`tools.homework.sandbox_driver`), and sends it the submitted code c
 hidden tests never enter the sandbox: they run here, in the grader's own process, with the names the stubs define bound to
 stand-ins. Calling a stand-in function sends its inputs to the sandbox, where the student's function
 runs on them, and reads back the result as data (arrays, numbers, an exception's type and message);
-a stand-in value is read back the same way. The comparison with the reference (``attnbook.checks``,
+a stand-in value is read back the same way. The comparison with the reference (``attnbook.homework``,
 numpy) happens here, where the submission cannot patch it.
 
 Each submission runs in its own worker process, ``jobs`` at once; a worker that dies or overruns its
@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import time
+import unicodedata
 from pathlib import Path
 
 import nbformat
 
-from tools.homework import sandbox, sandbox_driver
+from tools.homework import cgroups, sandbox, sandbox_driver, traces
 from tools.homework.reports import feedback_markdown, feedback_names, write_csv, write_skipped
 from tools.homework.sources import (HomeworkError, defined_names, function_names, load, one_line,
                                     package_references, role)
@@ -30,6 +32,7 @@ from tools.homework.sources import (HomeworkError, defined_names, function_names
 CELL_TIMEOUT_S = 10
 DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
 MAX_RESTARTS = 5  # kernels a submission may kill or hang before the rest of it is not run
+MIN_ADDRESS_SPACE = 512 * 1024 ** 2  # per process: the driver (Python, IPython, numpy) peaks near 300 MB
 
 
 # --- what grading needs from the source, and a submission ---------------------------------------------
@@ -141,18 +144,34 @@ def package_uses(cells: list, plan: dict) -> list[str]:
 class Runner:
     """The submission's cells in a sandbox, restarted (and the clean cells run again) when it dies or hangs."""
 
-    def __init__(self, cells: list, timeout: float, deadline: float, slot: int, sandboxed: bool):
+    def __init__(self, cells: list, timeout: float, deadline: float, sandboxed: bool,
+                 caps: cgroups.Plan | None = None, uid: int | None = None):
         self.cells, self.timeout = cells, timeout
         self.deadline = time.monotonic() + deadline
-        self.session = sandbox.Session(slot, sandboxed, cpu_seconds=deadline)
+        self.session = sandbox.Session(sandboxed, cpu_seconds=deadline, caps=caps, uid=uid)
         self.ran_cleanly: list[int] = []
         self.notes: list[str] = []
         self.restarts = 0
 
     def _run(self, index: int) -> dict:
         source = self.cells[index].source
-        return self.session.request({"op": "run", "source": source, "timeout": self.timeout},
-                                    self.timeout + sandbox.GRACE_S)
+        try:
+            return self.session.request({"op": "run", "source": source, "timeout": self.timeout},
+                                        self.timeout + sandbox.GRACE_S)
+        finally:
+            self.note_caps(f"cell {index}")
+
+    def note_caps(self, where: str) -> None:
+        """Say in the feedback when the sandbox met its memory or process cap (``where``: while doing what)."""
+        events = self.session.new_events()
+        caps = self.session.caps
+        if events["oom_kill"]:
+            self.notes.append(f"{where}: the submission's processes together reached the sandbox's memory cap "
+                              f"({caps.memory_bytes / 1024 ** 3:g} GiB), and the kernel stopped "
+                              f"{events['oom_kill']} of them")
+        if events["pids_max"]:
+            self.notes.append(f"{where}: the sandbox reached its cap of {caps.processes} processes and threads; "
+                              f"{events['pids_max']} more were refused")
 
     def restart(self) -> None:
         """A fresh sandbox that has run again the cells that had run cleanly."""
@@ -188,7 +207,8 @@ class Runner:
             else:
                 ename = status.get("ename")
                 named = ename if isinstance(ename, str) and sandbox_driver.NAME.fullmatch(ename) else "an exception"
-                self.notes.append(f"cell {index} raised {named}")
+                memory = f" (the sandbox's memory: {self.session.caps.describe()})" if named == "MemoryError" else ""
+                self.notes.append(f"cell {index} raised {named}{memory}")
 
     def defined(self, names: list[str]) -> dict[str, bool]:
         try:
@@ -216,6 +236,7 @@ class Runner:
             try:
                 answer = self.session.request(request, self.timeout + sandbox.GRACE_S)
             except sandbox.SandboxDied as died:
+                self.note_caps(f"a call of {name}")
                 self.restart()
                 if died.timed_out:
                     raise TimeoutError(f"{name} ran longer than {self.timeout:g} s") from None
@@ -263,10 +284,17 @@ def run_hidden_test(test: dict, space: dict) -> tuple[bool, str, str]:
 
 
 def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, deadline: float = DEADLINE_S,
-                     slot: int = 0, sandboxed: bool = True) -> dict:
-    """Grade one file; never raises: a file that cannot be run gets 0 points and a reason."""
+                     sandboxed: bool = True, caps: cgroups.Plan | None = None, uid: int | None = None) -> dict:
+    """Grade one file; never raises: a file that cannot be run gets 0 points and a reason.
+
+    ``uid`` is the submission's own uid when the caller leased it (as root); without one the sandbox
+    leases its own.
+
+    ``result["cleanup"]`` lists what the sandbox left on the host and the grader had to remove (normally
+    nothing); the reason and the feedback say it too.
+    """
     started = time.monotonic()
-    result = {"student": path.stem, "file": path.name, "points": {}, "feedback": [], "notes": []}
+    result = {"student": path.stem, "file": path.name, "points": {}, "feedback": [], "notes": [], "cleanup": []}
     for test in plan["hidden"]:
         result["points"][test["grade_id"]] = 0
     runner = None
@@ -274,7 +302,7 @@ def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, de
         notebook = read_submission(path)
         cells, notes = submitted_cells(notebook, plan)
         result["notes"].extend(notes)
-        runner = Runner(cells, timeout, deadline, slot, sandboxed)
+        runner = Runner(cells, timeout, deadline, sandboxed, caps, uid)
         runner.run_cells()
         space = runner.namespace(plan)
         for test in plan["hidden"]:
@@ -297,9 +325,19 @@ def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, de
         result["reason"] = f"could not be run: {type(error).__name__}: {one_line(error, 200)}"
     finally:
         if runner is not None:
-            runner.session.stop()
+            result["cleanup"] = runner.session.close()
     result["seconds"] = round(time.monotonic() - started, 2)
-    return _finish_result(result, plan)
+    _finish_result(result, plan)
+    if result["cleanup"]:
+        _say_cleaned(result, "the sandbox left something on the grading machine, which was removed: "
+                     + "; ".join(result["cleanup"]))
+    return result
+
+
+def _say_cleaned(result: dict, note: str) -> None:
+    """Put what had to be cleaned into the feedback's notes and the CSV's reason."""
+    result["notes"].append(note)
+    result["reason"] = "; ".join([result["reason"], note])
 
 
 def _finish_result(result: dict, plan: dict) -> dict:
@@ -317,13 +355,31 @@ def _finish_result(result: dict, plan: dict) -> dict:
 # --- a folder of submissions --------------------------------------------------------------------------
 
 
+def normalised_name(text: str) -> str:
+    """A name as two people would read it: NFKC-normalised, with format characters (category Cf) removed.
+
+    Zero-width spaces and joiners, direction marks and overrides, soft hyphens are format characters;
+    NFKC folds compatibility forms (full-width letters, ligatures, a no-break space) into their plain
+    ones. Two file names with the same normalised name look the same on a screen.
+    """
+    return unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf"))
+
+
+def shown_name(text: str) -> str:
+    """A name with its invisible characters shown as ``<U+200B>``, so that look-alike names show apart."""
+    return "".join(f"<U+{ord(c):04X}>" if unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp") else c
+                   for c in text)
+
+
 def submissions_in(folder: Path) -> tuple[list[dict], list[tuple[str, str]]]:
     """Every notebook under ``folder``, at any depth, and every other file with the reason it is skipped.
 
     A notebook is a file whose name ends in ``.ipynb`` in any case. Its student is the file's name
     without the suffix when it sits in ``folder`` itself, else the name of the top folder it sits in
-    (one folder per student). Two files of one student are both kept, each on its own row named by its
-    path, and marked as a collision: nothing is merged or overwritten.
+    (one folder per student), in its :func:`normalised_name`. Two files of one student (also two whose
+    names only look the same: ``dup`` and ``dup`` with a zero-width space) are both kept, each on its
+    own row named by its path with its invisible characters shown (:func:`shown_name`), and marked as a
+    collision: nothing is merged or overwritten.
     """
     found: list[dict] = []
     skipped: list[tuple[str, str]] = []
@@ -338,46 +394,57 @@ def submissions_in(folder: Path) -> tuple[list[dict], list[tuple[str, str]]]:
             skipped.append((relative, "not a notebook (.ipynb)"))
         else:
             parts = path.relative_to(folder).parts
-            student = path.name[: -len(".ipynb")] if len(parts) == 1 else parts[0]
-            found.append({"student": student, "path": path, "relative": relative})
-    counts: dict[str, list[str]] = {}
+            written = path.name[: -len(".ipynb")] if len(parts) == 1 else parts[0]
+            found.append({"student": normalised_name(written), "written": written, "path": path,
+                          "relative": relative})
+    groups: dict[str, list[dict]] = {}
     for item in found:
-        counts.setdefault(item["student"], []).append(item["relative"])
+        groups.setdefault(item["student"], []).append(item)
     for item in found:
-        others = counts[item["student"]]
-        item["collision"] = others if len(others) > 1 else []
-        item["row"] = item["relative"] if item["collision"] else item["student"]
+        group = groups[item["student"]]
+        item["collision"] = [shown_name(other["relative"]) for other in group] if len(group) > 1 else []
+        item["look_alike"] = len({other["written"] for other in group}) > 1
+        item["row"] = shown_name(item["relative"]) if item["collision"] else item["student"]
     return found, skipped
 
 
-def _free_slot(busy: set[int]) -> int:
-    slot = 0
-    while slot in busy:
-        slot += 1
-    return slot
-
-
-def _worker(connection, plan: dict, path: Path, timeout: float, deadline: float, slot: int, sandboxed: bool):
+def _worker(connection, plan: dict, path: Path, timeout: float, deadline: float, sandboxed: bool,
+            caps: cgroups.Plan | None, uid: int | None):
     """The body of one grading process: grade a file, send the result back, exit."""
     def stop(signum, frame):  # the parent's SIGTERM: unwind, so that the sandbox is stopped
         raise SystemExit(f"stopped by signal {signum}")
 
     signal.signal(signal.SIGTERM, stop)
-    result = grade_submission(plan, path, timeout, deadline, slot, sandboxed)
+    result = grade_submission(plan, path, timeout, deadline, sandboxed, caps, uid)
     connection.send(result)
     connection.close()
 
 
 def _failed(path: Path, reason: str) -> dict:
-    return {"file": path.name, "status": "error", "points": {}, "feedback": [], "notes": [], "reason": reason}
+    return {"file": path.name, "status": "error", "points": {}, "feedback": [], "notes": [], "cleanup": [],
+            "reason": reason}
+
+
+def _after_worker(result: dict, lease: traces.Lease | None) -> dict:
+    """The worker is gone: check, as the parent, that its uid owns nothing (a killed worker never checked)."""
+    if lease is None:
+        return result
+    cleaned = traces.clean(traces.leftovers(lease.uid))
+    lease.release()
+    if cleaned:
+        result["cleanup"] = [*result.get("cleanup", []), *cleaned]
+        _say_cleaned(result, "after its worker ended, the sandbox's uid still owned something, which was "
+                     "removed: " + "; ".join(cleaned))
+    return result
 
 
 def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, deadline: float,
-                     sandboxed: bool = True) -> list[dict]:
-    """Grade each file in its own forked process, ``jobs`` at once; each worker has its own sandbox slot.
+                     sandboxed: bool = True, caps: cgroups.Plan | None = None) -> list[dict]:
+    """Grade each file in its own forked process, ``jobs`` at once, each with a sandbox of its own.
 
-    A worker that overruns ``deadline`` (plus a margin for starting and stopping its sandbox) is sent
-    SIGTERM, then SIGKILL. A worker that dies gives a row with a reason.
+    As root, each submission's uid is leased here, in the parent, and checked here once its worker has
+    ended, however it ended. A worker that overruns ``deadline`` (plus a margin for starting and stopping its
+    sandbox) is sent SIGTERM, then SIGKILL. A worker that dies gives a row with a reason.
     """
     import multiprocessing
     from multiprocessing.connection import wait
@@ -385,27 +452,28 @@ def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, d
     context = multiprocessing.get_context("fork")  # the parent's imports are reused: no start-up per file
     results: dict[int, dict] = {}
     pending = list(enumerate(paths))
-    running: dict = {}  # the connection a worker sends its result on -> (index, process, started, slot)
+    running: dict = {}  # the connection a worker sends its result on -> (index, process, started, lease)
     while pending or running:
         while pending and len(running) < max(1, jobs):
             index, path = pending.pop(0)
-            slot = _free_slot({entry[3] for entry in running.values()})
+            lease = traces.lease_uid() if sandboxed and os.geteuid() == 0 else None
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_worker, args=(send, plan, path, timeout, deadline, slot, sandboxed),
-                                      daemon=True)
+            process = context.Process(target=_worker, daemon=True, args=(
+                send, plan, path, timeout, deadline, sandboxed, caps, lease.uid if lease else None))
             process.start()
             send.close()  # the worker holds the only sending end: its exit makes the connection readable
-            running[receive] = (index, process, time.monotonic(), slot)
+            running[receive] = (index, process, time.monotonic(), lease)
         for receive in wait(list(running), timeout=1.0):  # a result, or the end of a worker that sent none
-            index, process, _, _ = running.pop(receive)
+            index, process, _, lease = running.pop(receive)
             try:
-                results[index] = receive.recv()
+                result = receive.recv()
             except (EOFError, OSError):
                 process.join()
-                results[index] = _failed(paths[index], f"the grading worker died (exit code {process.exitcode})")
+                result = _failed(paths[index], f"the grading worker died (exit code {process.exitcode})")
             receive.close()
             process.join()
-        for receive, (index, process, started, _) in list(running.items()):
+            results[index] = _after_worker(result, lease)
+        for receive, (index, process, started, lease) in list(running.items()):
             if time.monotonic() - started > deadline + 60:
                 process.terminate()
                 process.join(10)
@@ -414,14 +482,18 @@ def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, d
                     process.join()
                 del running[receive]
                 receive.close()
-                results[index] = _failed(paths[index], f"grading took longer than {deadline + 60:g} s and was stopped")
+                result = _failed(paths[index], f"grading took longer than {deadline + 60:g} s and was stopped")
+                results[index] = _after_worker(result, lease)
     return [results[index] for index in range(len(paths))]
 
 
 def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CELL_TIMEOUT_S, jobs: int = 2,
-          deadline: float = DEADLINE_S, sandboxed: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+          deadline: float = DEADLINE_S, sandboxed: bool = True,
+          memory_bytes: int = cgroups.MEMORY_BYTES) -> tuple[list[dict], list[tuple[str, str]]]:
     """Grade every submission in a folder; write ``grades.csv``, ``feedback/`` and ``skipped.csv`` to ``out``.
 
+    ``memory_bytes`` caps each sandbox, all its processes together (:mod:`tools.homework.cgroups`);
+    grading refuses to start when ``jobs`` sandboxes at that cap could exceed the machine's memory.
     Returns the results (one per notebook, ``row`` names its CSV row) and the skipped files.
     """
     plan = grading_plan(homework_name)
@@ -432,6 +504,25 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
             raise HomeworkError(f"{name} must be a positive number of seconds, got {value!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise HomeworkError(f"jobs must be a positive integer, got {jobs!r}")
+    if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
+        raise HomeworkError(f"memory must be a positive number of bytes, got {memory_bytes!r}")
+    if sandboxed and os.geteuid() == 0:
+        try:
+            traces.uid_range()
+        except ValueError as error:
+            raise HomeworkError(str(error)) from None
+    caps = cgroups.plan(memory_bytes) if sandboxed else None
+    if caps is not None:
+        if caps.address_space < MIN_ADDRESS_SPACE:
+            raise HomeworkError(f"memory: {memory_bytes / 1024 ** 3:g} GiB per sandbox is too little: "
+                                f"{caps.describe()}, and a sandbox's Python needs "
+                                f"{MIN_ADDRESS_SPACE / 1024 ** 2:.0f} MiB per process")
+        needed, machine = cgroups.needed_bytes(jobs, caps), cgroups.machine_memory()
+        if needed > machine:
+            raise HomeworkError(f"{jobs} sandboxes at once, each capped at {memory_bytes / 1024 ** 3:g} GiB, with "
+                                f"the grader's own {cgroups.GRADER_RESERVE_BYTES / 1024 ** 3:g} GiB, could take "
+                                f"{needed / 1024 ** 3:.1f} GiB, more than this machine's {machine / 1024 ** 3:.1f} "
+                                "GiB: lower --jobs or --memory")
     found, skipped = submissions_in(submissions)
     if not found:
         listed = f" ({len(skipped)} other file(s) skipped: {skipped[0][0]}: {skipped[0][1]}...)" if skipped else ""
@@ -440,24 +531,27 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
         try:
             sandbox.probe()
         except sandbox.SandboxError as error:
-            raise HomeworkError(f"cannot isolate the submissions, so nothing was graded: {error}. Install "
-                                f"bubblewrap ({sandbox.INSTALL_HINT}), or, knowing that every submission then "
-                                "runs with your rights and can change the grades, pass --unsafe-no-sandbox "
-                                "(make grade ... UNSAFE_NO_SANDBOX=1)") from None
+            raise HomeworkError(f"cannot isolate the submissions, so nothing was graded: {error}. Mend that, or, "
+                                "knowing that every submission then runs with your rights and can change the "
+                                "grades, pass --unsafe-no-sandbox (make grade ... UNSAFE_NO_SANDBOX=1)") from None
     out.mkdir(parents=True, exist_ok=True)
-    results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed)
+    results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps)
     names = feedback_names([item["row"] for item in found])
     for item, result in zip(found, results):
         result["student"] = item["row"]
-        result["file"] = item["relative"]
+        result["file"] = shown_name(item["relative"])
         result["feedback_file"] = names[item["row"]]
         for test in plan["hidden"]:
             result["points"].setdefault(test["grade_id"], 0)
         if item["collision"]:
-            note = (f"name collision: {len(item['collision'])} submissions for {item['student']} "
+            alike = " whose names look the same (after Unicode normalisation)" if item["look_alike"] else ""
+            note = (f"name collision: {len(item['collision'])} submissions{alike} for {item['student']} "
                     f"({', '.join(item['collision'])}); each is graded on its own row")
-            result["notes"].append(note)
             result["reason"] = f"{note}; {result['reason']}"
+            if item["look_alike"]:  # maybe someone else's file: the feedback does not name it
+                note = (f"another submission's name looks the same as yours ({item['student']}) after Unicode "
+                        "normalisation; both are graded, each on its own row, and your instructor may ask which is yours")
+            result["notes"].append(note)
         result["total"] = sum(result["points"].values())
         result["max_total"] = sum(test["points"] for test in plan["hidden"])
     write_csv(out / "grades.csv", plan, results)

@@ -1,5 +1,9 @@
 """What grading writes: ``grades.csv``, ``skipped.csv`` and one Markdown feedback file per submission.
 
+``grades.csv`` has a row per submission: the points of each hidden test, the total, the maximum, the
+reason, and ``cleanup``: what the submission's sandbox left on the grading machine and the grader had to
+remove (empty, unless something went wrong; the row's grade is then worth a look).
+
 Every cell of a CSV file is made safe for spreadsheet programs (:func:`spreadsheet_safe`), and every
 feedback file gets a distinct, safe name (:func:`feedback_names`), whatever the submitted file names.
 """
@@ -42,10 +46,11 @@ def write_csv(path: Path, plan: dict, results: list[dict]) -> None:
     ids = [test["grade_id"] for test in plan["hidden"]]
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", *ids, "total", "max", "reason"])
+        writer.writerow(["student", *ids, "total", "max", "reason", "cleanup"])
         for result in sorted(results, key=lambda r: r["student"]):
             row = [result["student"], *(format_number(result["points"].get(i, 0)) for i in ids),
-                   format_number(result["total"]), format_number(result["max_total"]), result["reason"]]
+                   format_number(result["total"]), format_number(result["max_total"]), result["reason"],
+                   "; ".join(result.get("cleanup", []))]
             writer.writerow([spreadsheet_safe(str(cell)) for cell in row])
 
 

@@ -10,6 +10,7 @@ and :func:`load` reads a source and refuses one with problems. The student versi
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -72,13 +73,17 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
-def package_functions(root: Path = ROOT) -> set[str]:
-    """Names of the functions the attnbook package defines at the top level of its modules."""
+@functools.cache
+def package_functions(root: Path = ROOT) -> frozenset[str]:
+    """Names of the functions the attnbook package defines at the top level of its modules.
+
+    Parsed once per process (every :func:`load` validates against them).
+    """
     names: set[str] = set()
     for module in (root / "code" / "src" / "attnbook").rglob("*.py"):
         tree = ast.parse(module.read_text(encoding="utf-8"))
         names |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    return names
+    return frozenset(names)
 
 
 def package_references(source: str, forbidden: set[str], stub_names: set[str]) -> set[str]:

@@ -1,10 +1,13 @@
 """attnbook: the attention package of the executable textbook.
 
-One implementation, imported by every chapter and reused by every exercise check. The core tier
-(what chapters show) is flat: ``validation``, ``softmax``, ``attention``, ``masks``, ``multihead``,
-``positional`` (sinusoidal, rotary, ALiBi), ``recurrent``, ``transformer``, ``modern``, ``plotting``. Companions are grouped by job:
-``efficient`` (online softmax, tiled and banded attention, the KV cache, the batched fast path),
-``learning`` (gradients, optimisers, training) and ``checks`` (the homework checks).
+One implementation, imported by every chapter and reused by every exercise check. The core is this
+folder's modules, what the chapters show: ``validation``, ``softmax``, ``attention``, ``masks``,
+``multihead``, ``positional`` (sinusoidal, rotary, ALiBi), ``recurrent``, ``transformer`` and ``modern``.
+The companions are folders named by their job, and they use the core, never the other way round:
+``efficient`` (the same numbers with less memory or time), ``learning`` (gradients, optimisers, the
+training loop, the trained models), ``measure`` (counts, probes, timing), ``figures``, ``beyond``
+(attention beyond text), ``book`` (the book's own machinery) and ``homework`` (the checks, imported from
+there: ``from attnbook.homework import check_softmax``).
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention, causal_mask
@@ -19,7 +22,6 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .attention import AttentionResult, attention_scores, scaled_dot_product_attention, self_attention
 from .masks import banded_mask, causal_mask, graph_mask, padding_mask
-from .counts import count_multi_head_parameters, transformer_parameter_count
 from .multihead import (
     MultiHeadWeights,
     init_multi_head_weights,
@@ -50,8 +52,6 @@ from .positional import (
     yarn_attention_factor,
 )
 from .recurrent import rnn_forward
-from .plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap
-from .probes import DotProductVariance, dot_product_variance
 from .softmax import relu_weights, softmax, softmax_jacobian
 from .transformer import (
     DecoderLayerWeights,
@@ -65,6 +65,12 @@ from .transformer import (
     init_feed_forward,
     layer_norm,
 )
+
+# companions re-exported for the chapters that import them from the package (the one place the core's
+# package imports a companion; no module of the package imports the package itself)
+from .figures.plotting import COLOUR_MAP, figure_to_img_html, plot_convex_combination, plot_heatmap  # noqa: E402
+from .measure.parameters import count_multi_head_parameters, transformer_parameter_count  # noqa: E402
+from .measure.probes import DotProductVariance, dot_product_variance  # noqa: E402
 
 try:
     __version__ = version("attnbook")

@@ -20,12 +20,17 @@ import math
 
 import numpy as np
 
-from .validation import as_bool_mask, as_float_array, check_bool, check_logits, check_min_ndim, check_positive_int
+from .softmax import check_logits
+from .validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_bool, check_min_ndim, check_positive_int
 
 __all__ = [
     "additive_mask",
     "banded_mask",
     "causal_mask",
+    "check_causal",
+    "check_head_batches",
+    "check_head_mask",
+    "check_mask",
     "fully_masked_rows",
     "graph_mask",
     "mask_from_additive",
@@ -327,3 +332,131 @@ def fully_masked_rows(mask) -> np.ndarray:
     mask = as_bool_mask(mask)  # (..., n_q, n_k)
     check_min_ndim(mask, "mask", 2, "(..., n_q, n_k)")
     return ~mask.any(axis=-1)  # (..., n_q)
+
+
+# --- checks of masks at the boundaries of attention ------------------------------------------------------
+
+
+def check_mask(mask, n_q: int, n_k: int, context: str = "", name: str = "mask") -> np.ndarray:
+    """``mask`` as booleans ``(..., n_q | 1, n_k | 1)`` that fit weights ``(..., n_q, n_k)``.
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        True where query ``i`` may attend to key ``j``.
+    n_q, n_k : int
+        The numbers of queries and keys.
+    context : str
+        Added to the error (the shapes of q and k).
+    name : str
+        The mask's name.
+
+    Returns
+    -------
+    ndarray of bool
+        The mask.
+
+    Examples
+    --------
+    >>> check_mask(np.ones((2, 3), dtype=bool), 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (2, 3) but the weights have shape (..., 2, 2); the mask must broadcast to them
+    """
+    mask = as_bool_mask(mask, name)  # (..., n_q | 1, n_k | 1)
+    check_min_ndim(mask, name, 2, "(..., n_q, n_k)")
+    if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
+        raise ValueError(f"{name} has shape {mask.shape} but the weights have shape (..., {n_q}, {n_k}){context}; "
+                         "the mask must broadcast to them")
+    return mask
+
+
+def check_head_mask(mask, n_q: int, n_k: int, name: str = "mask", context: str = "") -> np.ndarray:
+    """A multi-head mask laid out ``(..., n_heads | 1, n_q | 1, n_k | 1)``: a 3-D mask gains a head axis.
+
+    Parameters
+    ----------
+    mask : array_like of bool
+        ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)`` for every head, or ``(batch, n_heads | 1, n_q | 1, n_k)``.
+    n_q, n_k : int
+        The numbers of queries and keys.
+    name : str
+        The mask's name.
+    context : str
+        Added to the error.
+
+    Returns
+    -------
+    ndarray of bool
+        The mask.
+
+    Examples
+    --------
+    >>> check_head_mask(np.ones((2, 1, 5), dtype=bool), 3, 5).shape
+    (2, 1, 1, 5)
+    """
+    mask = as_bool_mask(mask, name)
+    if mask.ndim == 3:
+        mask = mask[:, None, :, :]  # (batch, 1, n_q | 1, n_k): the same mask for every head
+    elif mask.ndim > 4:
+        raise ValueError(f"{name} has shape {mask.shape}; expected (n_q, n_k), (batch, n_q | 1, n_k) or, one mask "
+                         "per head, (batch, n_heads | 1, n_q | 1, n_k)")
+    return check_mask(mask, n_q, n_k, context, name)
+
+
+def check_head_batches(shapes: dict[str, tuple[int, ...]], mask=None, mask_name: str = "mask") -> tuple[int, ...]:
+    """Broadcast the batch shapes of multi-head inputs ``(..., n, d_model)``, which gain a head axis, with their mask's.
+
+    Parameters
+    ----------
+    shapes : dict of str to tuple of int
+        The full shapes of the named inputs.
+    mask : ndarray of bool, optional
+        A mask laid out by :func:`check_head_mask`.
+    mask_name : str
+        Its name.
+
+    Returns
+    -------
+    tuple of int
+        The broadcast leading shape, ``(..., n_heads | 1)``.
+
+    Examples
+    --------
+    >>> check_head_batches({"query": (2, 3, 4), "key": (3, 5, 4)})
+    Traceback (most recent call last):
+    ...
+    ValueError: the leading (batch, head) dimensions do not broadcast: query has (2, 1), key has (3, 1)
+    """
+    batches = {name: shape[:-2] + (1,) for name, shape in shapes.items()}  # (..., 1): the head axis
+    if mask is not None:
+        batches[mask_name] = mask.shape[:-2]  # (..., n_heads | 1)
+    return broadcast_batch_shapes(batches)
+
+
+def check_causal(causal, n_q: int, n_k: int) -> bool:
+    """``causal`` as a bool; when True, fewer keys than queries are refused.
+
+    Parameters
+    ----------
+    causal : bool
+        Whether query ``i`` sees only keys ``j <= i + n_k - n_q``.
+    n_q, n_k : int
+        The numbers of queries and keys.
+
+    Returns
+    -------
+    bool
+        ``causal``.
+
+    Examples
+    --------
+    >>> check_causal(True, 3, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_k=2 is smaller than n_q=3; a causal mask needs at least as many keys as queries
+    """
+    causal = check_bool(causal, "causal")
+    if causal and n_k < n_q:
+        raise ValueError(f"n_k={n_k} is smaller than n_q={n_q}; a causal mask needs at least as many keys as queries")
+    return causal

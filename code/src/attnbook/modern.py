@@ -20,8 +20,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head
-from .validation import as_float_array, check_bool, check_heads, check_kv_heads, check_min_ndim, check_positive_int
+from .multihead import MultiHeadWeights, check_heads, check_kv_heads, init_multi_head_weights, multi_head_attention
+from .validation import (
+    Array,
+    Dims,
+    as_float_array,
+    boundary,
+    check_bool,
+    check_positive_int,
+    check_weights,
+)
 
 __all__ = [
     "DecoderBlockResult",
@@ -54,9 +62,9 @@ class SwiGLUWeights(NamedTuple):
     [[0.7311, 0.2689]]
     """
 
-    w_gate: np.ndarray  # (d_model, d_ff)
-    w_up: np.ndarray  # (d_model, d_ff)
-    w_down: np.ndarray  # (d_ff, d_model)
+    w_gate: Array["d_model, d_ff"]  # through SiLU: the gate
+    w_up: Array["d_model, d_ff"]  # the gated linear unit
+    w_down: Array["d_ff, d_model"]  # back to the model width
 
 
 class DecoderBlockWeights(NamedTuple):
@@ -81,8 +89,8 @@ class DecoderBlockWeights(NamedTuple):
 
     attention: MultiHeadWeights
     feed_forward: SwiGLUWeights
-    norm_1: np.ndarray  # (d_model,)
-    norm_2: np.ndarray  # (d_model,)
+    norm_1: Array["d_model"]  # the RMSNorm gain of the attention's input (pre-norm) or output (post-norm)
+    norm_2: Array["d_model"]  # of the feed-forward network
 
 
 class DecoderBlockResult(NamedTuple):
@@ -106,6 +114,22 @@ class DecoderBlockResult(NamedTuple):
     weights: np.ndarray  # (..., h, n, n)
 
 
+def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
+    return eps
+
+
+def _rms_norm_arguments(x, gamma=None, eps: float = 1e-6) -> tuple:
+    x = as_float_array(x, "x", layout="(..., d)")  # (..., d)
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
+    if gamma.shape != (d,):
+        raise ValueError(f"gamma has shape {gamma.shape} but x has shape {x.shape}; expected ({d},)")
+    return x, gamma, _check_eps(eps)
+
+
+@boundary(_rms_norm_arguments)
 def rms_norm(x, gamma=None, eps: float = 1e-6) -> np.ndarray:
     r"""Divide each row of ``x`` ``(..., d)`` by its root mean square, then scale by the gain gamma.
 
@@ -135,23 +159,6 @@ def rms_norm(x, gamma=None, eps: float = 1e-6) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: gamma has shape (1,) but x has shape (1, 2); expected (2,)
-    """
-    x = as_float_array(x, "x")  # (..., d)
-    check_min_ndim(x, "x", 1, "(..., d)")
-    d = x.shape[-1]
-    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
-    if gamma.shape != (d,):
-        raise ValueError(f"gamma has shape {gamma.shape} but x has shape {x.shape}; expected ({d},)")
-    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
-        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
-    return rescale(x, gamma, eps)
-
-
-def rescale(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Unchecked kernel of :func:`rms_norm` on arrays that fit.
-
-    >>> rescale(np.array([[1.0, -1.0]]), np.ones(2), 0.0).tolist()
-    [[1.0, -1.0]]
     """
     out_dtype = np.result_type(x, gamma)
     x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d)
@@ -193,6 +200,13 @@ def init_swiglu_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> SwiGLUWe
     return SwiGLUWeights(w_gate, w_up, rng.uniform(-limit, limit, (d_ff, d_model)))
 
 
+def _swiglu_arguments(x, weights: SwiGLUWeights) -> tuple:
+    x = as_float_array(x, "x", layout="(..., d_model)")  # (..., n, d_model)
+    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"))
+    return x, check_weights(weights, SwiGLUWeights, "weights", dims)
+
+
+@boundary(_swiglu_arguments)
 def swiglu_feed_forward(x, weights: SwiGLUWeights) -> np.ndarray:
     r"""The gated feed-forward network of Shazeer (2020), applied to every position independently.
 
@@ -220,32 +234,6 @@ def swiglu_feed_forward(x, weights: SwiGLUWeights) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: weights.w_gate has shape (4, 6) but x has d_model = 5; expected (5, d_ff)
-    """
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    check_min_ndim(x, "x", 1, "(..., d_model)")
-    return gate(x, _checked_swiglu(weights, x.shape[-1], "x"))
-
-
-def _checked_swiglu(weights, d_model: int, x_name: str, path: str = "weights") -> SwiGLUWeights:
-    if not isinstance(weights, SwiGLUWeights):
-        raise TypeError(f"{path} must be SwiGLUWeights, got {type(weights).__name__}")
-    w_gate, w_up, w_down = (as_float_array(a, f"{path}.{n}") for n, a in weights._asdict().items())
-    if w_gate.ndim != 2 or w_gate.shape[0] != d_model:
-        raise ValueError(f"{path}.w_gate has shape {w_gate.shape} but {x_name} has d_model = {d_model}; "
-                         f"expected ({d_model}, d_ff)")
-    d_ff = w_gate.shape[1]
-    for name, array, expected in (("w_up", w_up, (d_model, d_ff)), ("w_down", w_down, (d_ff, d_model))):
-        if array.shape != expected:
-            raise ValueError(f"{path}.{name} has shape {array.shape} but {path}.w_gate has shape "
-                             f"{w_gate.shape}; expected {expected}")
-    return SwiGLUWeights(w_gate, w_up, w_down)
-
-
-def gate(x: np.ndarray, weights: SwiGLUWeights) -> np.ndarray:
-    """Unchecked kernel of :func:`swiglu_feed_forward` on arrays that fit.
-
-    >>> gate(np.zeros((1, 2)), SwiGLUWeights(np.eye(2), np.eye(2), np.eye(2))).tolist()
-    [[0.0, 0.0]]
     """
     z = x @ weights.w_gate  # (..., n, d_ff)
     silu = z * 0.5 * (1.0 + np.tanh(0.5 * z))  # (..., n, d_ff): z sigma(z), sigma(z) = (1 + tanh(z/2)) / 2
@@ -294,31 +282,19 @@ def init_decoder_block(d_model: int, d_ff: int, n_heads: int, n_kv_heads: int | 
     )
 
 
-def _checked_block(weights, d_model: int, d_kv: int) -> DecoderBlockWeights:
-    if not isinstance(weights, DecoderBlockWeights):
-        raise TypeError(f"weights must be DecoderBlockWeights, got {type(weights).__name__}")
-    if not isinstance(weights.attention, MultiHeadWeights):
-        raise TypeError(f"weights.attention must be MultiHeadWeights, got {type(weights.attention).__name__}")
-    attention = []
-    for name, value in weights.attention._asdict().items():
-        array = as_float_array(value, f"weights.attention.{name}")
-        width = d_kv if name[-1] in "kv" else d_model
-        expected = (d_model, width) if name.startswith("w_") else (width,)
-        if array.shape != expected:
-            raise ValueError(f"weights.attention.{name} has shape {array.shape} but x has d_model = {d_model} "
-                             f"and the key and value heads need {d_kv} columns; expected {expected}")
-        attention.append(array)
-    norms = []
-    for name in ("norm_1", "norm_2"):
-        array = as_float_array(getattr(weights, name), f"weights.{name}")
-        if array.shape != (d_model,):
-            raise ValueError(f"weights.{name} has shape {array.shape} but x has d_model = {d_model}; "
-                             f"expected ({d_model},)")
-        norms.append(array)
-    feed_forward = _checked_swiglu(weights.feed_forward, d_model, "x", "weights.feed_forward")
-    return DecoderBlockWeights(MultiHeadWeights(*attention), feed_forward, *norms)
+def _block_arguments(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int | None = None,
+                     pre_norm: bool = True, eps: float = 1e-6) -> tuple:
+    x = as_float_array(x, "x", layout="(..., n, d_model)")  # (..., n, d_model)
+    d_model = x.shape[-1]
+    n_heads = check_heads(d_model, n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    pre_norm, eps = check_bool(pre_norm, "pre_norm"), _check_eps(eps)
+    d_kv = n_kv_heads * (d_model // n_heads)
+    dims = Dims(d_model=(d_model, f"x has d_model = {d_model}"), d_kv=(d_kv, f"the key and value heads need {d_kv} columns"))
+    return x, check_weights(weights, DecoderBlockWeights, "weights", dims), n_heads, n_kv_heads, pre_norm, eps
 
 
+@boundary(_block_arguments)
 def decoder_block(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int | None = None,
                   pre_norm: bool = True, eps: float = 1e-6) -> DecoderBlockResult:
     r"""One decoder-only block on ``x`` ``(..., n, d_model)``: causal attention, then a SwiGLU network.
@@ -365,33 +341,14 @@ def decoder_block(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int
     >>> out.shape, bool(np.all(np.triu(attn, k=1) == 0))
     ((3, 8), True)
     """
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    check_min_ndim(x, "x", 2, "(..., n, d_model)")
-    d_model = x.shape[-1]
-    n_heads = check_heads(d_model, n_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
-    pre_norm = check_bool(pre_norm, "pre_norm")
-    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
-        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
-    w = _checked_block(weights, d_model, n_kv_heads * (d_model // n_heads))
-    return block(x, w, n_heads, n_kv_heads, pre_norm, eps)
-
-
-def block(x: np.ndarray, w: DecoderBlockWeights, n_heads: int, n_kv_heads: int, pre_norm: bool,
-          eps: float) -> DecoderBlockResult:
-    """Unchecked kernel of :func:`decoder_block` on arguments that fit.
-
-    >>> w = init_decoder_block(4, 8, n_heads=2)
-    >>> block(np.ones((3, 4)), w, 2, 2, True, 1e-6).output.shape
-    (3, 4)
-    """
     causal = np.tri(x.shape[-2], dtype=bool)  # (n, n): True on and below the diagonal
+    w, mha, rms, ffn = weights, multi_head_attention.unchecked, rms_norm.unchecked, swiglu_feed_forward.unchecked
     if pre_norm:
-        normed = rescale(x, w.norm_1, eps)  # (..., n, d_model)
-        attended, weights = multi_head(normed, normed, normed, w.attention, n_heads, causal,
-                                       n_kv_heads)  # (..., n, d_model), (..., h, n, n)
+        normed = rms(x, w.norm_1, eps)  # (..., n, d_model)
+        attended, attention = mha(normed, normed, normed, w.attention, n_heads, causal,
+                                  n_kv_heads)  # (..., n, d_model), (..., h, n, n)
         z = x + attended  # (..., n, d_model): the residual stream is never normalised
-        return DecoderBlockResult(z + gate(rescale(z, w.norm_2, eps), w.feed_forward), weights)  # (..., n, d_model)
-    attended, weights = multi_head(x, x, x, w.attention, n_heads, causal, n_kv_heads)  # (..., n, d), (..., h, n, n)
-    z = rescale(x + attended, w.norm_1, eps)  # (..., n, d_model): the sum is normalised
-    return DecoderBlockResult(rescale(z + gate(z, w.feed_forward), w.norm_2, eps), weights)  # (..., n, d_model)
+        return DecoderBlockResult(z + ffn(rms(z, w.norm_2, eps), w.feed_forward), attention)  # (..., n, d_model)
+    attended, attention = mha(x, x, x, w.attention, n_heads, causal, n_kv_heads)  # (..., n, d), (..., h, n, n)
+    z = rms(x + attended, w.norm_1, eps)  # (..., n, d_model): the sum is normalised
+    return DecoderBlockResult(rms(z + ffn(z, w.feed_forward), w.norm_2, eps), attention)  # (..., n, d_model)

@@ -26,20 +26,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import AttentionResult, attend, project
+from .attention import AttentionResult, scaled_dot_product_attention
+from .masks import check_head_batches, check_head_mask
 from .validation import (
+    Array,
+    Dims,
     as_float_array,
-    check_head_batches,
-    check_head_mask,
-    check_heads,
-    check_kv_heads,
-    check_min_ndim,
+    boundary,
     check_positive_int,
+    check_weights,
+    overflow_error,
 )
 
 __all__ = [
     "MultiHeadWeights",
-    "check_multi_head_inputs",
+    "check_heads",
+    "check_kv_heads",
     "init_multi_head_weights",
     "merge_heads",
     "multi_head_attention",
@@ -80,16 +82,78 @@ class MultiHeadWeights(NamedTuple):
     ((4, 4), [0.0, 0.0, 0.0, 0.0])
     """
 
-    w_q: np.ndarray  # (d_model, d_model): h query projections side by side
-    w_k: np.ndarray  # (d_model, n_kv_heads * d_head): d_model wide without grouping
-    w_v: np.ndarray  # (d_model, n_kv_heads * d_head)
-    w_o: np.ndarray  # (d_model, d_model): output projection W_O
-    b_q: np.ndarray  # (d_model,)
-    b_k: np.ndarray  # (n_kv_heads * d_head,)
-    b_v: np.ndarray  # (n_kv_heads * d_head,)
-    b_o: np.ndarray  # (d_model,)
+    w_q: Array["d_model, d_model"]  # h query projections side by side
+    w_k: Array["d_model, d_kv"]  # d_kv = n_kv_heads * d_head: d_model without grouping
+    w_v: Array["d_model, d_kv"]
+    w_o: Array["d_model, d_model"]  # output projection W_O
+    b_q: Array["d_model"]
+    b_k: Array["d_kv"]
+    b_v: Array["d_kv"]
+    b_o: Array["d_model"]
 
 
+def check_heads(d_model: int, n_heads) -> int:
+    """``n_heads`` as an int if it is a positive integer that divides ``d_model``.
+
+    Parameters
+    ----------
+    d_model : int
+        The width split among the heads.
+    n_heads : int
+        The number of heads.
+
+    Returns
+    -------
+    int
+        ``n_heads``.
+
+    Examples
+    --------
+    >>> check_heads(10, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model = 10 is not divisible by n_heads = 4; each head needs d_model / n_heads dimensions
+    """
+    n_heads = check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} is not divisible by n_heads = {n_heads}; "
+                         "each head needs d_model / n_heads dimensions")
+    return n_heads
+
+
+def check_kv_heads(n_heads: int, n_kv_heads) -> int:
+    """``n_kv_heads`` as an int if it is a positive integer that divides ``n_heads``; see :func:`check_heads`.
+
+    Parameters
+    ----------
+    n_heads : int
+        The query heads, checked.
+    n_kv_heads : int
+        The key and value heads.
+
+    Returns
+    -------
+    int
+        ``n_kv_heads``.
+
+    Examples
+    --------
+    >>> check_kv_heads(8, 2)
+    2
+    """
+    n_kv_heads = check_positive_int(n_kv_heads, "n_kv_heads")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads = {n_heads} is not divisible by n_kv_heads = {n_kv_heads}; "
+                         "each key and value head serves n_heads / n_kv_heads query heads")
+    return n_kv_heads
+
+
+def _split_arguments(x, n_heads) -> tuple:
+    x = as_float_array(x, "x", layout="(..., n, d_model)")  # (..., n, d_model)
+    return x, check_heads(x.shape[-1], n_heads)
+
+
+@boundary(_split_arguments)
 def split_heads(x, n_heads: int) -> np.ndarray:
     """``(..., n, d_model)`` -> ``(..., n_heads, n, d_model / n_heads)``: head i gets columns ``i*d_head ..``.
 
@@ -115,22 +179,16 @@ def split_heads(x, n_heads: int) -> np.ndarray:
     ...
     ValueError: d_model = 10 is not divisible by n_heads = 4; each head needs d_model / n_heads dimensions
     """
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    check_min_ndim(x, "x", 2, "(..., n, d_model)")
-    return to_heads(x, check_heads(x.shape[-1], n_heads))
-
-
-def to_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
-    """Unchecked kernel of :func:`split_heads`: ``(..., n, d_model)`` -> ``(..., n_heads, n, d_head)``.
-
-    >>> to_heads(np.arange(4.0).reshape(1, 4), 2).shape
-    (2, 1, 2)
-    """
     *lead, n, d_model = x.shape
     heads = x.reshape(*lead, n, n_heads, d_model // n_heads)  # (..., n, h, d_head)
     return np.swapaxes(heads, -3, -2)  # (..., h, n, d_head)
 
 
+def _merge_arguments(x) -> tuple:
+    return (as_float_array(x, "x", layout="(..., n_heads, n, d_head)"),)  # (..., h, n, d_head)
+
+
+@boundary(_merge_arguments)
 def merge_heads(x) -> np.ndarray:
     """``(..., n_heads, n, d_head)`` -> ``(..., n, n_heads * d_head)``; the inverse of :func:`split_heads`.
 
@@ -149,17 +207,6 @@ def merge_heads(x) -> np.ndarray:
     >>> x = np.random.default_rng(0).standard_normal((2, 3, 8))
     >>> bool(np.array_equal(merge_heads(split_heads(x, 4)), x))
     True
-    """
-    x = as_float_array(x, "x")  # (..., h, n, d_head)
-    check_min_ndim(x, "x", 3, "(..., n_heads, n, d_head)")
-    return from_heads(x)
-
-
-def from_heads(x: np.ndarray) -> np.ndarray:
-    """Unchecked kernel of :func:`merge_heads`: ``(..., n_heads, n, d_head)`` -> ``(..., n, d_model)``.
-
-    >>> from_heads(np.ones((2, 3, 4))).shape
-    (3, 8)
     """
     *lead, h, n, d_head = x.shape
     return np.swapaxes(x, -3, -2).reshape(*lead, n, h * d_head)  # (..., n, d_model)
@@ -219,25 +266,45 @@ def init_multi_head_weights(d_model: int, seed: int = 0, n_heads: int | None = N
                             np.zeros(d_model))
 
 
-def _checked_weights(weights, d_model: int, d_kv: int | None = None) -> MultiHeadWeights:
-    if not isinstance(weights, MultiHeadWeights):
-        raise TypeError(
-            f"weights must be a MultiHeadWeights (see init_multi_head_weights), got {type(weights).__name__}"
-        )
-    d_kv = d_model if d_kv is None else d_kv
-    checked = []
-    for name, value in weights._asdict().items():
-        array = as_float_array(value, f"weights.{name}")
-        width = d_kv if name[-1] in "kv" else d_model
-        expected = (d_model, width) if name.startswith("w_") else (width,)
-        if array.shape != expected:
-            why = (f"the inputs have d_model = {d_model}" if width == d_model else
-                   f"the inputs have d_model = {d_model} and the key and value heads need {d_kv} columns")
-            raise ValueError(f"weights.{name} has shape {array.shape} but {why}; expected {expected}")
-        checked.append(array)
-    return MultiHeadWeights(*checked)
+def _multi_head_arguments(query, key, value, weights, n_heads, mask=None, n_kv_heads=None) -> tuple:
+    """The boundary of :func:`multi_head_attention`: every argument checked, in the order of the errors."""
+    query = as_float_array(query, "query", layout="(..., n_q, d_model)")  # (..., n_q, d_model)
+    key = as_float_array(key, "key", layout="(..., n_k, d_model)")  # (..., n_k, d_model)
+    value = as_float_array(value, "value", layout="(..., n_k, d_model)")  # (..., n_k, d_model)
+    d_model = query.shape[-1]
+    for name, array in (("key", key), ("value", value)):
+        if array.shape[-1] != d_model:
+            raise ValueError(f"query has shape {query.shape} but {name} has shape {array.shape}; "
+                             "both need the model width d_model in the last dimension")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key has shape {key.shape} but value has shape {value.shape}; "
+                         "they need the same number of positions n_k")
+    n_heads = check_heads(d_model, n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
+    dims = Dims(d_model=(d_model, f"the inputs have d_model = {d_model}"))
+    d_kv = n_kv_heads * (d_model // n_heads)
+    if d_kv == d_model:
+        dims.alias("d_kv", "d_model")
+    else:
+        dims.fix("d_kv", d_kv, f"the key and value heads need {d_kv} columns")
+    weights = check_weights(weights, MultiHeadWeights, "weights", dims, see="init_multi_head_weights")
+    if mask is not None:
+        mask = check_head_mask(mask, query.shape[-2], key.shape[-2],
+                               context=f" (query has shape {query.shape}, key has shape {key.shape})")
+    check_head_batches({"query": query.shape, "key": key.shape, "value": value.shape}, mask)
+    return query, key, value, weights, n_heads, mask, n_kv_heads
 
 
+def _projection_overflow(query, key, value, w, n_heads, mask=None, n_kv_heads=None) -> None:
+    """Name the projection that overflowed (called once the scores or the output were not finite)."""
+    for name, x, w_x, b_x in (("query", query, w.w_q, w.b_q), ("key", key, w.w_k, w.b_k), ("value", value, w.w_v, w.b_v)):
+        y = x @ w_x + b_x  # (..., n, d_out)
+        if not np.all(np.isfinite(y)):
+            raise overflow_error(y.dtype, f"{name} @ weights.w_{name[0]} + weights.b_{name[0]}")
+    raise overflow_error(np.result_type(query, w.w_o), "the output projection heads @ weights.w_o + weights.b_o")
+
+
+@boundary(_multi_head_arguments, overflow=_projection_overflow)
 def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: int,
                          mask=None, n_kv_heads: int | None = None) -> AttentionResult:
     r"""Multi-head attention of ``query`` over ``key`` and ``value``: h heads on ``d_model / h`` slices, then ``W_O``.
@@ -289,82 +356,20 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
     ...
     ValueError: query has shape (2, 6) but key has shape (3, 4); both need the model width d_model in the last dimension
     """
-    query, key, value, w, n_heads, mask, n_kv_heads = check_multi_head_inputs(query, key, value, weights, n_heads,
-                                                                             mask, n_kv_heads)
-    return multi_head(query, key, value, w, n_heads, mask, n_kv_heads)
-
-
-def check_multi_head_inputs(query, key, value, weights, n_heads, mask=None, n_kv_heads=None) -> tuple:
-    """Every check of :func:`multi_head_attention`, in one call; returns its arguments checked.
-
-    Parameters
-    ----------
-    query, key, value, weights, n_heads, mask, n_kv_heads
-        As in :func:`multi_head_attention`.
-
-    Returns
-    -------
-    tuple
-        ``(query, key, value, weights, n_heads, mask, n_kv_heads)``: float arrays, the weights as float
-        arrays, ``n_heads`` as an int, the mask as booleans laid out ``(..., h | 1, n_q | 1, n_k)``
-        (or None), and ``n_kv_heads`` as an int (``n_heads`` when it was left out).
-
-    Examples
-    --------
-    >>> w = init_multi_head_weights(4, seed=0)
-    >>> check_multi_head_inputs(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), w, 3)
-    Traceback (most recent call last):
-    ...
-    ValueError: d_model = 4 is not divisible by n_heads = 3; each head needs d_model / n_heads dimensions
-    """
-    query = as_float_array(query, "query")  # (..., n_q, d_model)
-    key = as_float_array(key, "key")  # (..., n_k, d_model)
-    value = as_float_array(value, "value")  # (..., n_k, d_model)
-    for name, array, layout in (("query", query, "(..., n_q, d_model)"),
-                                ("key", key, "(..., n_k, d_model)"),
-                                ("value", value, "(..., n_k, d_model)")):
-        check_min_ndim(array, name, 2, layout)
-    d_model = query.shape[-1]
-    for name, array in (("key", key), ("value", value)):
-        if array.shape[-1] != d_model:
-            raise ValueError(f"query has shape {query.shape} but {name} has shape {array.shape}; "
-                             "both need the model width d_model in the last dimension")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"key has shape {key.shape} but value has shape {value.shape}; "
-                         "they need the same number of positions n_k")
-    n_heads = check_heads(d_model, n_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else check_kv_heads(n_heads, n_kv_heads)
-    weights = _checked_weights(weights, d_model, n_kv_heads * (d_model // n_heads))
-    if mask is not None:
-        mask = check_head_mask(mask, query.shape[-2], key.shape[-2],
-                               context=f" (query has shape {query.shape}, key has shape {key.shape})")
-    check_head_batches({"query": query.shape, "key": key.shape, "value": value.shape}, mask)
-    return query, key, value, weights, n_heads, mask, n_kv_heads
-
-
-def multi_head(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHeadWeights, n_heads: int,
-               mask=None, n_kv_heads: int | None = None) -> AttentionResult:
-    """Unchecked kernel of :func:`multi_head_attention`, on arguments that :func:`check_multi_head_inputs` passed.
-
-    >>> w = init_multi_head_weights(4, seed=0)
-    >>> multi_head(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), w, 2).weights.shape
-    (2, 2, 3)
-    """
-    q = project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
-    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, n_kv d_head)
-    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, n_kv d_head)
+    w, n_kv = weights, n_heads if n_kv_heads is None else n_kv_heads
+    q = query @ w.w_q + w.b_q  # (..., n_q, d_model)
+    k = key @ w.w_k + w.b_k  # (..., n_k, n_kv d_head)
+    v = value @ w.w_v + w.b_v  # (..., n_k, n_kv d_head)
     dtype = np.result_type(q, k, v, np.float32)  # scores in at least float32, as in attention
-    n_kv = n_heads if n_kv_heads is None else n_kv_heads
-    q = to_heads(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
-    k = to_heads(k.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
-    v = to_heads(v.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
+    q = split_heads.unchecked(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
+    k = split_heads.unchecked(k.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
+    v = split_heads.unchecked(v.astype(dtype, copy=False), n_kv)  # (..., n_kv, n_k, d_head)
     scale = 1.0 / math.sqrt(q.shape[-1])
     if n_kv == n_heads:
-        heads, attention = attend(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
+        heads, attention = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
     else:
         heads, attention = attend_grouped(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
-    output = project(from_heads(heads), w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
-                     w.b_o)  # (..., n_q, d_model)
+    output = merge_heads.unchecked(heads) @ w.w_o + w.b_o  # (..., n_q, d_model)
     return AttentionResult(output, attention)
 
 
@@ -391,7 +396,7 @@ def attend_grouped(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask, scale: flo
             mask = mask[..., None, :, :]  # (..., 1, 1, n_q | 1, n_k)
         else:  # one mask per query head
             mask = mask.reshape(*mask.shape[:-3], n_kv, group, *mask.shape[-2:])  # (..., n_kv, G, n_q | 1, n_k)
-    heads, weights = attend(q, k, v, mask, scale)  # (..., n_kv, G, n_q, d_v), (..., n_kv, G, n_q, n_k)
+    heads, weights = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)  # (..., n_kv, G, n_q, d_v), (..., n_kv, G, n_q, n_k)
     heads = heads.reshape(*heads.shape[:-4], h, *heads.shape[-2:])  # (..., h, n_q, d_v)
     weights = weights.reshape(*weights.shape[:-4], h, *weights.shape[-2:])  # (..., h, n_q, n_k)
     return AttentionResult(heads, weights)

@@ -24,9 +24,54 @@ from __future__ import annotations
 
 import numpy as np
 
-from .validation import as_float_array, check_bool, check_logits, overflow_error
+from .validation import as_bool_mask, as_float_array, check_axis, check_bool, overflow_error
 
-__all__ = ["relu_weights", "softmax", "softmax_jacobian"]
+__all__ = ["check_logits", "relu_weights", "softmax", "softmax_jacobian"]
+
+
+def check_logits(x, axis: int = -1, mask=None, name: str = "x",
+                 allow_neg_inf: bool = True) -> tuple[np.ndarray, int, np.ndarray]:
+    """The prologue of every softmax-like function: the logits, the axis, and which entries take part.
+
+    Parameters
+    ----------
+    x : array_like
+        Real logits, at least one dimension; ``-inf`` means "masked" when ``allow_neg_inf``.
+    axis : int
+        The axis normalised.
+    mask : array_like of bool, optional
+        True where the entry takes part; broadcasts to ``x``.
+    name : str
+        The logits' name.
+    allow_neg_inf : bool
+        Accept ``-inf`` logits.
+
+    Returns
+    -------
+    tuple
+        ``(logits, axis, allowed)``: float logits, the axis as an index, and booleans of ``x``'s shape,
+        False where masked or ``-inf``.
+
+    Examples
+    --------
+    >>> check_logits([[1.0, 2.0]], mask=[[True, False, True]])
+    Traceback (most recent call last):
+    ...
+    ValueError: mask has shape (1, 3) but x has shape (1, 2); the mask must broadcast to x
+    """
+    logits = as_float_array(x, name, allow_neg_inf=allow_neg_inf)  # (..., n, ...)
+    if logits.ndim == 0:
+        raise ValueError(f"{name} is a scalar; expected at least one dimension (the axis to normalise over)")
+    axis = check_axis(axis, logits.ndim)
+    allowed = ~np.isneginf(logits)  # (same shape as logits): -inf means "masked"
+    if mask is not None:
+        mask = as_bool_mask(mask)
+        try:
+            allowed = allowed & np.broadcast_to(mask, logits.shape)  # (same shape as logits)
+        except ValueError:
+            raise ValueError(f"mask has shape {mask.shape} but {name} has shape {logits.shape}; "
+                             f"the mask must broadcast to {name}") from None
+    return logits, axis, allowed
 
 
 def softmax(x, axis: int = -1, mask=None) -> np.ndarray:

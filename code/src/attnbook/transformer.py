@@ -19,8 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .multihead import MultiHeadWeights, init_multi_head_weights, multi_head
-from .validation import as_float_array, check_head_batches, check_head_mask, check_heads, check_min_ndim, check_positive_int
+from .masks import check_head_batches, check_head_mask
+from .multihead import MultiHeadWeights, check_heads, init_multi_head_weights, multi_head_attention
+from .validation import Array, Dims, Norm, as_float_array, boundary, check_positive_int, check_weights
 
 __all__ = [
     "DecoderLayerResult",
@@ -28,10 +29,6 @@ __all__ = [
     "EncoderLayerResult",
     "EncoderLayerWeights",
     "FeedForwardWeights",
-    "check_decoder_layer_inputs",
-    "check_encoder_layer_inputs",
-    "check_feed_forward_inputs",
-    "check_layer_norm_inputs",
     "decoder_layer",
     "encoder_layer",
     "feed_forward",
@@ -63,10 +60,10 @@ class FeedForwardWeights(NamedTuple):
     [[2.0, 1.0]]
     """
 
-    w_1: np.ndarray  # (d_model, d_ff)
-    b_1: np.ndarray  # (d_ff,)
-    w_2: np.ndarray  # (d_ff, d_model)
-    b_2: np.ndarray  # (d_model,)
+    w_1: Array["d_model, d_ff"]  # the expansion
+    b_1: Array["d_ff"]
+    w_2: Array["d_ff, d_model"]  # back to the model width
+    b_2: Array["d_model"]
 
 
 class EncoderLayerWeights(NamedTuple):
@@ -91,8 +88,8 @@ class EncoderLayerWeights(NamedTuple):
 
     self_attention: MultiHeadWeights
     feed_forward: FeedForwardWeights
-    norm_1: tuple[np.ndarray, np.ndarray]  # (gamma (d_model,), beta (d_model,)) after attention
-    norm_2: tuple[np.ndarray, np.ndarray]  # after the feed-forward network
+    norm_1: Norm["d_model"]  # (gamma, beta) after attention
+    norm_2: Norm["d_model"]  # after the feed-forward network
 
 
 class DecoderLayerWeights(NamedTuple):
@@ -119,9 +116,9 @@ class DecoderLayerWeights(NamedTuple):
     self_attention: MultiHeadWeights
     cross_attention: MultiHeadWeights
     feed_forward: FeedForwardWeights
-    norm_1: tuple[np.ndarray, np.ndarray]
-    norm_2: tuple[np.ndarray, np.ndarray]
-    norm_3: tuple[np.ndarray, np.ndarray]
+    norm_1: Norm["d_model"]  # (gamma, beta) after the self-attention
+    norm_2: Norm["d_model"]  # after the cross-attention
+    norm_3: Norm["d_model"]  # after the feed-forward network
 
 
 class EncoderLayerResult(NamedTuple):
@@ -169,6 +166,20 @@ class DecoderLayerResult(NamedTuple):
     cross_weights: np.ndarray  # (..., h, n_t, n_s): attention over the encoder output
 
 
+def _layer_norm_arguments(x, gamma=None, beta=None, eps: float = 1e-5) -> tuple:
+    x = as_float_array(x, "x", layout="(..., d)")  # (..., d)
+    d = x.shape[-1]
+    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
+    beta = np.zeros(d) if beta is None else as_float_array(beta, "beta")  # (d,)
+    for name, array in (("gamma", gamma), ("beta", beta)):
+        if array.shape != (d,):
+            raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    return x, gamma, beta, eps
+
+
+@boundary(_layer_norm_arguments)
 def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     r"""Normalise each row of ``x`` ``(..., d)`` to mean 0 and variance 1, then scale by gamma, shift by beta.
 
@@ -197,70 +208,17 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     [[-1.2247, 0.0, 1.2247]]
     >>> np.round(layer_norm(np.array([[-1000.0, 0.0, 1000.0]], dtype=np.float16)), 4).tolist()
     [[-1.2247, 0.0, 1.2247]]
-    """
-    x, gamma, beta, eps = check_layer_norm_inputs(x, gamma, beta, eps)  # once, at the boundary
-    return normalize(x, gamma, beta, eps)
-
-
-def check_layer_norm_inputs(x, gamma=None, beta=None, eps: float = 1e-5) -> tuple:
-    """Every check of :func:`layer_norm`, in one call; returns its arguments checked.
-
-    Parameters
-    ----------
-    x, gamma, beta, eps
-        As in :func:`layer_norm`.
-
-    Returns
-    -------
-    tuple
-        ``(x, gamma, beta, eps)``: float arrays (``gamma`` and ``beta`` filled in with ones and zeros
-        when left out) and ``eps`` as given.
-
-    Examples
-    --------
-    >>> check_layer_norm_inputs(np.ones((2, 3)), gamma=np.ones(4))
+    >>> layer_norm(np.ones((2, 3)), gamma=np.ones(4))
     Traceback (most recent call last):
     ...
     ValueError: gamma has shape (4,) but x has shape (2, 3); expected (3,)
-    """
-    x = as_float_array(x, "x")  # (..., d)
-    check_min_ndim(x, "x", 1, "(..., d)")
-    d = x.shape[-1]
-    gamma = np.ones(d) if gamma is None else as_float_array(gamma, "gamma")  # (d,)
-    beta = np.zeros(d) if beta is None else as_float_array(beta, "beta")  # (d,)
-    for name, array in (("gamma", gamma), ("beta", beta)):
-        if array.shape != (d,):
-            raise ValueError(f"{name} has shape {array.shape} but x has shape {x.shape}; expected ({d},)")
-    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps > 0):
-        raise ValueError(f"eps must be a positive number, got {eps!r}")
-    return x, gamma, beta, eps
-
-
-def normalize(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> np.ndarray:
-    """Unchecked kernel of :func:`layer_norm` on arrays that fit.
-
-    >>> normalize(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), 0.0).tolist()
-    [[-1.0, 1.0]]
-    """
-    return normalize_parts(x, gamma, beta, eps)[0]  # (..., d)
-
-
-def normalize_parts(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> tuple:
-    """Unchecked kernel of :func:`layer_norm` that also returns what its backward pass needs.
-
-    Returns ``(y, x_hat, std)``: the output ``(..., d)``, the standardised rows
-    ``x_hat = (x - mean) / std`` ``(..., d)`` and ``std = sqrt(variance + eps)`` ``(..., 1)``.
-
-    >>> y, x_hat, std = normalize_parts(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), 0.0)
-    >>> x_hat.tolist(), std.tolist()
-    ([[-1.0, 1.0]], [[1.0]])
     """
     out_dtype = np.result_type(x, gamma, beta)
     x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d); float32 and float64 unchanged
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
     std = np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
     x_hat = (x - mean) / std  # (..., d): mean 0, variance 1 (up to eps)
-    return (x_hat * gamma + beta).astype(out_dtype, copy=False), x_hat, std  # (..., d), (..., d), (..., 1)
+    return (x_hat * gamma + beta).astype(out_dtype, copy=False)  # (..., d)
 
 
 def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeights:
@@ -301,6 +259,17 @@ def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeig
     )
 
 
+def _feed_forward_arguments(x, weights: FeedForwardWeights) -> tuple:
+    x = as_float_array(x, "x")  # (..., n, d_model)
+    dims = Dims()  # the weights fix d_model and d_ff
+    weights = check_weights(weights, FeedForwardWeights, "weights", dims)
+    if x.shape[-1:] != (dims["d_model"],):
+        raise ValueError(f"x has shape {x.shape} but weights.w_1 has shape {weights.w_1.shape}; "
+                         f"x needs d_model = {dims['d_model']} columns")
+    return x, weights
+
+
+@boundary(_feed_forward_arguments)
 def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     r"""``max(0, x W_1 + b_1) W_2 + b_2``, applied to every position independently.
 
@@ -326,61 +295,8 @@ def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     ...
     ValueError: x has shape (3, 5) but weights.w_1 has shape (4, 8); x needs d_model = 4 columns
     """
-    x, weights = check_feed_forward_inputs(x, weights)  # once, at the boundary
-    return feed(x, weights)
-
-
-def check_feed_forward_inputs(x, weights: FeedForwardWeights) -> tuple:
-    """Every check of :func:`feed_forward`, in one call; returns its arguments checked.
-
-    Parameters
-    ----------
-    x, weights
-        As in :func:`feed_forward`.
-
-    Returns
-    -------
-    tuple
-        ``(x, weights)``: a float array and the weights as float arrays.
-
-    Examples
-    --------
-    >>> check_feed_forward_inputs(np.ones((3, 4)), (np.eye(4),))
-    Traceback (most recent call last):
-    ...
-    TypeError: weights must be FeedForwardWeights, got tuple
-    """
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    if not isinstance(weights, FeedForwardWeights):
-        raise TypeError(f"weights must be FeedForwardWeights, got {type(weights).__name__}")
-    w_1, b_1, w_2, b_2 = (as_float_array(a, f"weights.{n}") for n, a in weights._asdict().items())
-    if x.shape[-1] != w_1.shape[0]:
-        raise ValueError(f"x has shape {x.shape} but weights.w_1 has shape {w_1.shape}; "
-                         f"x needs d_model = {w_1.shape[0]} columns")
-    return x, FeedForwardWeights(w_1, b_1, w_2, b_2)
-
-
-def feed(x: np.ndarray, weights: FeedForwardWeights) -> np.ndarray:
-    """Unchecked kernel of :func:`feed_forward` on arrays that fit.
-
-    >>> feed(np.ones((1, 2)), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2))).tolist()
-    [[2.0, 2.0]]
-    """
-    return feed_parts(x, weights)[0]  # (..., n, d_model)
-
-
-def feed_parts(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
-    """Unchecked kernel of :func:`feed_forward` that also returns the hidden layer, for the backward pass.
-
-    Returns ``(y, hidden)``: the output ``(..., n, d_model)`` and ``max(0, x W_1 + b_1)`` ``(..., n, d_ff)``.
-
-    >>> y, hidden = feed_parts(np.array([[1.0, -1.0]]), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.ones(2)))
-    >>> y.tolist(), hidden.tolist()
-    ([[2.0, 1.0]], [[1.0, 0.0]])
-    """
-    w_1, b_1, w_2, b_2 = weights
-    hidden = np.maximum(x @ w_1 + b_1, 0)  # (..., n, d_ff)
-    return hidden @ w_2 + b_2, hidden  # (..., n, d_model), (..., n, d_ff)
+    hidden = np.maximum(x @ weights.w_1 + weights.b_1, 0)  # (..., n, d_ff)
+    return hidden @ weights.w_2 + weights.b_2  # (..., n, d_model)
 
 
 def _unit_norm(d_model: int) -> tuple[np.ndarray, np.ndarray]:
@@ -457,47 +373,38 @@ def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWe
     )
 
 
-def _check_layer_weights(weights, d_model: int, x_name: str):
-    """Check every array of a layer's ``weights`` against the model width ``d_model`` of ``x_name``,
-    naming it by its place in ``weights`` (``weights.norm_1[0]``, ``weights.feed_forward.w_1``), once,
-    before any sub-layer runs; return the weights as float arrays, of the same structure."""
-    width = f"{x_name} has d_model = {d_model}"
-
-    def check(value, name: str, expected: tuple, why: str = width) -> np.ndarray:
-        array = as_float_array(value, name)
-        if array.shape != expected:
-            raise ValueError(f"{name} has shape {array.shape} but {why}; expected {expected}")
-        return array
-
-    checked = []
-    for field, part in weights._asdict().items():
-        path = f"weights.{field}"
-        if field.startswith("norm_"):
-            if not isinstance(part, (tuple, list)) or len(part) != 2:
-                got = f"a {type(part).__name__} of {len(part)}" if isinstance(part, (tuple, list)) else type(part).__name__
-                raise TypeError(f"{path} must be a pair (gamma, beta), got {got}")
-            checked.append(tuple(check(array, f"{path}[{index}]", (d_model,)) for index, array in enumerate(part)))
-        elif field.endswith("attention"):
-            if not isinstance(part, MultiHeadWeights):
-                raise TypeError(f"{path} must be MultiHeadWeights, got {type(part).__name__}")
-            checked.append(MultiHeadWeights(*(
-                check(array, f"{path}.{name}", (d_model, d_model) if name.startswith("w_") else (d_model,))
-                for name, array in part._asdict().items())))
-        else:  # feed_forward
-            if not isinstance(part, FeedForwardWeights):
-                raise TypeError(f"{path} must be FeedForwardWeights, got {type(part).__name__}")
-            w_1 = as_float_array(part.w_1, f"{path}.w_1")  # (d_model, d_ff)
-            if w_1.ndim != 2 or w_1.shape[0] != d_model:
-                raise ValueError(f"{path}.w_1 has shape {w_1.shape} but {width}; expected ({d_model}, d_ff)")
-            d_ff = w_1.shape[1]
-            from_w_1 = f"{path}.w_1 gives d_ff = {d_ff}"
-            checked.append(FeedForwardWeights(
-                w_1, check(part.b_1, f"{path}.b_1", (d_ff,), from_w_1),
-                check(part.w_2, f"{path}.w_2", (d_ff, d_model), f"{width} and {from_w_1}"),
-                check(part.b_2, f"{path}.b_2", (d_model,))))
-    return type(weights)(*checked)
+def _encoder_arguments(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
+    if not isinstance(weights, EncoderLayerWeights):
+        raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
+    x = as_float_array(x, "x", layout="(..., n, d_model)")  # (..., n, d_model)
+    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"))
+    dims.alias("d_kv", "d_model")
+    weights = check_weights(weights, EncoderLayerWeights, "weights", dims)
+    n_heads = check_heads(x.shape[-1], n_heads)
+    mask = None if mask is None else check_head_mask(mask, x.shape[-2], x.shape[-2])  # (..., h | 1, n | 1, n)
+    check_head_batches({"x": x.shape}, mask)
+    return x, weights, n_heads, mask
 
 
+def _decoder_arguments(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None) -> tuple:
+    if not isinstance(weights, DecoderLayerWeights):
+        raise TypeError(f"weights must be DecoderLayerWeights, got {type(weights).__name__}")
+    y = as_float_array(y, "y", layout="(..., n_t, d_model)")  # (..., n_t, d_model)
+    memory = as_float_array(memory, "memory", layout="(..., n_s, d_model)")  # (..., n_s, d_model)
+    if memory.shape[-1] != y.shape[-1]:
+        raise ValueError(f"y has shape {y.shape} but memory has shape {memory.shape}; "
+                         "both need the model width d_model in the last dimension")
+    dims = Dims(d_model=(y.shape[-1], f"y has d_model = {y.shape[-1]}"))
+    dims.alias("d_kv", "d_model")
+    weights = check_weights(weights, DecoderLayerWeights, "weights", dims)
+    n_heads = check_heads(y.shape[-1], n_heads)
+    if memory_mask is not None:
+        memory_mask = check_head_mask(memory_mask, y.shape[-2], memory.shape[-2], "memory_mask")  # (..., h | 1, n_t | 1, n_s)
+    check_head_batches({"y": y.shape, "memory": memory.shape}, memory_mask, "memory_mask")
+    return y, memory, weights, n_heads, memory_mask
+
+
+@boundary(_encoder_arguments)
 def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
     r"""One post-norm encoder layer on ``x`` ``(..., n, d_model)``: self-attention, then a feed-forward network.
 
@@ -527,13 +434,15 @@ def encoder_layer(x, weights: EncoderLayerWeights, n_heads: int, mask=None):
     >>> encoder_layer(np.ones((3, 4)), layer, n_heads=2).weights.shape
     (2, 3, 3)
     """
-    x, w, n_heads, mask = check_encoder_layer_inputs(x, weights, n_heads, mask)  # once, at the boundary
-    attended, attention = multi_head(x, x, x, w.self_attention, n_heads, mask)  # (..., n, d_model), (..., h, n, n)
-    x = normalize(x + attended, *w.norm_1)  # (..., n, d_model)
-    x = normalize(x + feed(x, w.feed_forward), *w.norm_2)  # (..., n, d_model)
+    w = weights
+    attended, attention = multi_head_attention.unchecked(x, x, x, w.self_attention, n_heads,
+                                                         mask)  # (..., n, d_model), (..., h, n, n)
+    x = layer_norm.unchecked(x + attended, *w.norm_1)  # (..., n, d_model)
+    x = layer_norm.unchecked(x + feed_forward.unchecked(x, w.feed_forward), *w.norm_2)  # (..., n, d_model)
     return EncoderLayerResult(x, attention)  # (..., n, d_model), (..., h, n, n)
 
 
+@boundary(_decoder_arguments)
 def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None):
     r"""One post-norm decoder layer: causal self-attention, cross-attention over ``memory``, feed-forward.
 
@@ -567,85 +476,12 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     >>> out.shape, self_w.shape, cross_w.shape
     ((2, 4), (2, 2, 2), (2, 2, 3))
     """
-    y, memory, w, n_heads, memory_mask = check_decoder_layer_inputs(y, memory, weights, n_heads,
-                                                                    memory_mask)  # once, at the boundary
+    w, mha, norm = weights, multi_head_attention.unchecked, layer_norm.unchecked
     future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
-    attended, self_weights = multi_head(y, y, y, w.self_attention, n_heads, future)  # (..., n_t, d), (..., h, n_t, n_t)
-    y = normalize(y + attended, *w.norm_1)  # (..., n_t, d_model)
-    crossed, cross_weights = multi_head(y, memory, memory, w.cross_attention, n_heads,
-                                        memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
-    y = normalize(y + crossed, *w.norm_2)  # (..., n_t, d_model)
-    y = normalize(y + feed(y, w.feed_forward), *w.norm_3)  # (..., n_t, d_model)
+    attended, self_weights = mha(y, y, y, w.self_attention, n_heads, future)  # (..., n_t, d), (..., h, n_t, n_t)
+    y = norm(y + attended, *w.norm_1)  # (..., n_t, d_model)
+    crossed, cross_weights = mha(y, memory, memory, w.cross_attention, n_heads,
+                                 memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
+    y = norm(y + crossed, *w.norm_2)  # (..., n_t, d_model)
+    y = norm(y + feed_forward.unchecked(y, w.feed_forward), *w.norm_3)  # (..., n_t, d_model)
     return DecoderLayerResult(y, self_weights, cross_weights)  # (..., n_t, d), (..., h, n_t, n_t), (..., h, n_t, n_s)
-
-
-def check_encoder_layer_inputs(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
-    """Every check of :func:`encoder_layer`, in one call; returns its arguments checked.
-
-    Parameters
-    ----------
-    x, weights, n_heads, mask
-        As in :func:`encoder_layer`.
-
-    Returns
-    -------
-    tuple
-        ``(x, weights, n_heads, mask)``: a float array, the weights as float arrays of the same
-        structure, ``n_heads`` as an int and the mask as booleans laid out ``(..., h | 1, n | 1, n)``
-        (or None).
-
-    Examples
-    --------
-    >>> check_encoder_layer_inputs(np.ones((3, 4)), init_encoder_layer(4, 8), n_heads=3)
-    Traceback (most recent call last):
-    ...
-    ValueError: d_model = 4 is not divisible by n_heads = 3; each head needs d_model / n_heads dimensions
-    """
-    if not isinstance(weights, EncoderLayerWeights):
-        raise TypeError(f"weights must be EncoderLayerWeights, got {type(weights).__name__}")
-    x = as_float_array(x, "x")  # (..., n, d_model)
-    check_min_ndim(x, "x", 2, "(..., n, d_model)")
-    w = _check_layer_weights(weights, x.shape[-1], "x")
-    n_heads = check_heads(x.shape[-1], n_heads)
-    mask = None if mask is None else check_head_mask(mask, x.shape[-2], x.shape[-2])  # (..., h | 1, n | 1, n)
-    check_head_batches({"x": x.shape}, mask)
-    return x, w, n_heads, mask
-
-
-def check_decoder_layer_inputs(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None) -> tuple:
-    """Every check of :func:`decoder_layer`, in one call; returns its arguments checked.
-
-    Parameters
-    ----------
-    y, memory, weights, n_heads, memory_mask
-        As in :func:`decoder_layer`.
-
-    Returns
-    -------
-    tuple
-        ``(y, memory, weights, n_heads, memory_mask)``: float arrays, the weights as float arrays of
-        the same structure, ``n_heads`` as an int and the mask as booleans laid out
-        ``(..., h | 1, n_t | 1, n_s)`` (or None).
-
-    Examples
-    --------
-    >>> check_decoder_layer_inputs(np.ones((2, 4)), np.ones((3, 5)), init_decoder_layer(4, 8), n_heads=2)
-    Traceback (most recent call last):
-    ...
-    ValueError: y has shape (2, 4) but memory has shape (3, 5); both need the model width d_model in the last dimension
-    """
-    if not isinstance(weights, DecoderLayerWeights):
-        raise TypeError(f"weights must be DecoderLayerWeights, got {type(weights).__name__}")
-    y = as_float_array(y, "y")  # (..., n_t, d_model)
-    memory = as_float_array(memory, "memory")  # (..., n_s, d_model)
-    check_min_ndim(y, "y", 2, "(..., n_t, d_model)")
-    check_min_ndim(memory, "memory", 2, "(..., n_s, d_model)")
-    if memory.shape[-1] != y.shape[-1]:
-        raise ValueError(f"y has shape {y.shape} but memory has shape {memory.shape}; "
-                         "both need the model width d_model in the last dimension")
-    w = _check_layer_weights(weights, y.shape[-1], "y")
-    n_heads = check_heads(y.shape[-1], n_heads)
-    if memory_mask is not None:
-        memory_mask = check_head_mask(memory_mask, y.shape[-2], memory.shape[-2], "memory_mask")  # (..., h | 1, n_t | 1, n_s)
-    check_head_batches({"y": y.shape, "memory": memory.shape}, memory_mask, "memory_mask")
-    return y, memory, w, n_heads, memory_mask

@@ -9,7 +9,7 @@ from hypothesis import given
 
 from attnbook import banded_mask, scaled_dot_product_attention
 from attnbook.efficient.banded import banded_attention
-from attnbook.counts import attention_pair_count
+from attnbook.measure.counts import attention_pair_count
 
 
 # --- banded_attention -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from attnbook.efficient.flash import (
 )
 from attnbook.efficient.tiled import tiled_attention
 from attnbook.learning.gradients import attention_backward
-from attnbook.probes import numerical_jacobian
+from attnbook.measure.probes import numerical_jacobian
 
 
 def _inputs(seed, shape_q, n_k=None, d_v=None):

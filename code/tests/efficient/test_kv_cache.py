@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 
 from attnbook import causal_mask, self_attention
-from attnbook.counts import DECODE_STRATEGIES, decode_multiply_adds
+from attnbook.measure.counts import decode_multiply_adds, DECODE_STRATEGIES
 from attnbook.efficient.kv_cache import STRATEGIES, DecodeResult, KVCache, decode, decode_step
 
 

@@ -19,7 +19,7 @@ from attnbook.learning.gradients import (
     score_gradient,
     softmax_backward,
 )
-from attnbook.probes import numerical_jacobian
+from attnbook.measure.probes import numerical_jacobian
 
 
 

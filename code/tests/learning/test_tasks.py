@@ -12,15 +12,13 @@ from attnbook.learning.tasks import (
     FIRST_SYMBOL,
     PAD,
     alignment_agreement,
-    image_patches,
     in_context_loss,
-    load_digits,
-    load_digits_split,
     repeated_sequence_batch,
     reversal_alignment,
     reversal_batch,
 )
-from attnbook.modalities import image_to_patches
+from attnbook.beyond.modalities import image_to_patches
+from attnbook.learning.digits import image_patches, load_digits, load_digits_split
 
 # --- reversal ---------------------------------------------------------------------------------------
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..attention import AttentionResult
+from ..attention import AttentionResult, check_qkv, check_scale
 from ..softmax import softmax_rows
-from ..validation import broadcast_batch_shapes, check_bool, check_positive_int, check_qkv, check_scale
+from ..validation import broadcast_batch_shapes, check_bool, check_positive_int
 
 __all__ = ["banded_attention"]
 

@@ -24,9 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..attention import AttentionResult
+from ..attention import AttentionResult, check_attention_inputs
 from ..softmax import softmax_rows
-from ..validation import check_attention_inputs
 
 __all__ = ["batched_attention", "softmax_rows_in_place"]
 

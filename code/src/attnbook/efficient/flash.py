@@ -34,8 +34,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..learning.gradients import AttentionGradients
-from ..validation import as_float_array, check_attention_inputs, check_causal, check_positive_int
+from ..attention import AttentionGradients, check_attention_inputs
+from ..masks import check_causal
+from ..validation import as_float_array, check_positive_int
 from .online_softmax import finish, fold, start_state
 from .tiled import SKIPPED, causal_tile, tile_plan
 

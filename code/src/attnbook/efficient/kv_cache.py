@@ -35,12 +35,65 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..attention import attend, project
-from ..validation import as_float_array, check_cache_layout, check_one_token, check_positive_int, check_projections
+from ..attention import check_projections, scaled_dot_product_attention
+from ..validation import as_float_array, check_positive_int, check_shape, overflow_error
 
-__all__ = ["DecodeResult", "KVCache", "STRATEGIES", "decode", "decode_step"]
+__all__ = ["DecodeResult", "KVCache", "STRATEGIES", "check_cache_layout", "check_one_token", "decode", "decode_step"]
 
 STRATEGIES = ("cache", "recompute_kv", "recompute_all")
+
+
+def check_cache_layout(d_k, d_v, batch_shape, dtype) -> tuple[int, int, tuple[int, ...], np.dtype]:
+    """The widths, leading shape and float type of a key-value cache's buffers, checked.
+
+    Parameters
+    ----------
+    d_k, d_v : int
+        The widths of a key and of a value.
+    batch_shape : tuple of int
+        The leading (batch, head) shape of every key and value.
+    dtype : numpy float dtype
+        The type of the buffers.
+
+    Returns
+    -------
+    tuple
+        ``(d_k, d_v, batch_shape, dtype)``.
+
+    Examples
+    --------
+    >>> check_cache_layout(2, 3, [4], "float32")
+    (2, 3, (4,), dtype('float32'))
+    """
+    d_k, d_v = check_positive_int(d_k, "d_k"), check_positive_int(d_v, "d_v")
+    batch_shape, dtype = check_shape(batch_shape, "batch_shape"), np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"dtype must be a floating-point type, got {dtype}")
+    return d_k, d_v, batch_shape, dtype
+
+
+def check_one_token(k_new: np.ndarray, v_new: np.ndarray, batch_shape: tuple[int, ...], d_k: int, d_v: int) -> None:
+    """Refuse ``k_new``, ``v_new`` unless they are ``(*batch_shape, 1, d_k)`` and ``(*batch_shape, 1, d_v)``: one token.
+
+    Parameters
+    ----------
+    k_new, v_new : ndarray
+        The token's key and value.
+    batch_shape : tuple of int
+        The cache's leading shape.
+    d_k, d_v : int
+        The cache's widths.
+
+    Examples
+    --------
+    >>> check_one_token(np.ones((2, 2)), np.ones((1, 3)), (), 2, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: k_new has shape (2, 2); expected (1, 2) (one token)
+    """
+    for name, array, width in (("k_new", k_new, d_k), ("v_new", v_new, d_v)):
+        if array.shape != batch_shape + (1, width):
+            raise ValueError(f"{name} has shape {array.shape}; expected {batch_shape + (1, width)} (one token)")
 
 
 class KVCache:
@@ -176,7 +229,22 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarra
     """Attention output of checked arrays, computed as the reference does (at least in float32)."""
     dtype = np.result_type(q, k, v, np.float32)
     q, k, v = (a.astype(dtype, copy=False) for a in (q, k, v))
-    return attend(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1])).output  # (..., n_q, d_v)
+    return scaled_dot_product_attention.unchecked(q, k, v, mask, 1.0 / math.sqrt(q.shape[-1])).output  # (..., n_q, d_v)
+
+
+def project(x: np.ndarray, w: np.ndarray, what: str) -> np.ndarray:
+    """Unchecked kernel: ``x @ w``, or the error naming ``what`` (``"x_new @ w_k"``) when it overflows.
+
+    A decoder projects one token at a time and feeds each result on, so each step checks its own.
+
+    >>> project(np.ones((1, 2)), np.eye(2), "x @ w_q").tolist()
+    [[1.0, 1.0]]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x @ w  # (..., n, d_out)
+    if not np.all(np.isfinite(y)):
+        raise overflow_error(y.dtype, what)
+    return y
 
 
 def _step(cache: KVCache, x_new: np.ndarray, w_q, w_k, w_v, x_name: str = "x_new") -> tuple[np.ndarray, int]:

@@ -27,7 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import as_float_array, broadcast_batch_shapes, check_causal, check_min_ndim, check_qkv
+from ..attention import check_qkv
+from ..masks import check_causal
+from ..validation import as_float_array, broadcast_batch_shapes, check_min_ndim
 
 __all__ = [
     "LinearRecurrence",

@@ -33,7 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import as_float_array, check_logits, check_positive_int, check_shape
+from ..softmax import check_logits
+from ..validation import as_float_array, check_positive_int, check_shape
 
 __all__ = [
     "OnlineSoftmaxState",

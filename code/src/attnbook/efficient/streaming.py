@@ -26,8 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..attention import attend
-from ..validation import check_attention_inputs, check_cache_layout, check_one_token, check_positive_int
+from ..attention import check_attention_inputs, scaled_dot_product_attention
+from ..validation import check_positive_int
+from .kv_cache import check_cache_layout, check_one_token
 
 __all__ = ["SinkCache", "StreamResult", "sink_inputs", "sink_window_mask", "stream_attention"]
 
@@ -229,7 +230,7 @@ def stream_attention(q, k, v, window: int, sinks: int = 0, scale=None) -> Stream
         cache.write(k[..., i : i + 1, :], v[..., i : i + 1, :])
         largest = max(largest, len(cache))
         query = np.broadcast_to(q[..., i : i + 1, :], batch + (1, q.shape[-1]))  # (..., 1, d_k)
-        outputs[..., i : i + 1, :] = attend(query, cache.keys, cache.values, None, factor).output  # (..., 1, d_v)
+        outputs[..., i : i + 1, :] = scaled_dot_product_attention.unchecked(query, cache.keys, cache.values, None, factor).output  # (..., 1, d_v)
     return StreamResult(outputs, largest)
 
 

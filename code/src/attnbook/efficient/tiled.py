@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_attention_inputs, check_causal, check_mask, check_positive_int, overflow_error
+from ..attention import check_attention_inputs
+from ..masks import check_causal, check_mask
+from ..validation import check_positive_int, overflow_error
 from .online_softmax import OnlineSoftmaxState, finish, fold, start_state
 
 __all__ = ["SKIPPED", "PARTIAL", "FULL", "tile_plan", "tiled_attention"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..probes import numerical_jacobian
+from ..measure.probes import numerical_jacobian
 from .optim import map_tree, tree_leaves, tree_map
 from .store import named_leaves
 

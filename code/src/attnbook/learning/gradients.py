@@ -25,8 +25,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_axis, check_mask, check_min_ndim
-from ..validation import check_scale
+from ..attention import AttentionGradients, check_scale
+from ..masks import check_mask
+from ..validation import as_bool_mask, as_float_array, broadcast_batch_shapes, check_axis, check_min_ndim
 
 __all__ = [
     "AttentionGradients",
@@ -42,33 +43,6 @@ __all__ = [
 
 
 _SMALL_PRODUCT = 2**18  # multiply-adds per matrix product in linear_backward (see there)
-
-
-class AttentionGradients(NamedTuple):
-    """Gradients of a scalar loss with respect to attention's inputs: ``dq, dk, dv = ...``.
-
-    Attributes
-    ----------
-    dq : ndarray
-        ``(..., n_q, d_k)`` dL/dQ, the shape of ``q``.
-    dk : ndarray
-        ``(..., n_k, d_k)`` dL/dK, the shape of ``k``.
-    dv : ndarray
-        ``(..., n_k, d_v)`` dL/dV, the shape of ``v``.
-
-    Examples
-    --------
-    >>> from attnbook import scaled_dot_product_attention
-    >>> q = np.eye(2)
-    >>> out, w = scaled_dot_product_attention(q, q, q)
-    >>> grads = attention_backward(q, q, q, w, np.ones((2, 2)))
-    >>> grads.dq.shape, grads.dv.round(4).tolist()
-    ((2, 2), [[1.0, 1.0], [1.0, 1.0]])
-    """
-
-    dq: np.ndarray  # (..., n_q, d_k), the shape of q
-    dk: np.ndarray  # (..., n_k, d_k), the shape of k
-    dv: np.ndarray  # (..., n_k, d_v), the shape of v
 
 
 class LinearGradients(NamedTuple):

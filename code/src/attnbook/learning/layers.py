@@ -11,9 +11,10 @@ A post-norm sub-layer ``y = LN(x + f(x))`` sends the gradient back in two steps,
 ``ds = LN-VJP(dy)``, then ``dx = ds + f-VJP(ds)``; the residual connection passes ``ds`` through
 unchanged. Self-attention uses ``x`` three times (query, key and value), so ``dx`` adds the three.
 
-Each public function checks its arguments once; its unchecked kernel (``encoder_layer_tape``,
-``multi_head_tape``, ...) lets a model's loss, checked once itself, call the layers without checking
-again. A decoder-only (GPT-style) layer is :func:`encoder_layer_vjp` with a causal mask.
+Each public function checks its arguments once, with the check of its layer (``layer_norm.check``, ...);
+its body, ``encoder_layer_vjp.unchecked`` and the like, lets a model's loss, checked once itself, call
+the layers without checking again. A decoder-only (GPT-style) layer is :func:`encoder_layer_vjp` with a
+causal mask.
 
 >>> import numpy as np
 >>> from attnbook import init_encoder_layer
@@ -30,22 +31,20 @@ import math
 
 import numpy as np
 
-from ..attention import AttentionResult, attend, project
-from ..multihead import MultiHeadWeights, check_multi_head_inputs, from_heads, to_heads
+from ..attention import AttentionResult, scaled_dot_product_attention
+from ..multihead import MultiHeadWeights, merge_heads, multi_head_attention, split_heads
 from ..transformer import (
     DecoderLayerResult,
     DecoderLayerWeights,
     EncoderLayerResult,
     EncoderLayerWeights,
     FeedForwardWeights,
-    check_decoder_layer_inputs,
-    check_encoder_layer_inputs,
-    check_feed_forward_inputs,
-    check_layer_norm_inputs,
-    feed_parts,
-    normalize_parts,
+    decoder_layer,
+    encoder_layer,
+    feed_forward,
+    layer_norm,
 )
-from ..validation import as_float_array, check_min_ndim
+from ..validation import as_float_array, boundary
 from .gradients import backpropagate, linear_grads, sum_to_shape
 
 __all__ = [
@@ -64,19 +63,32 @@ def _sum_rows(g: np.ndarray) -> np.ndarray:
     return g.reshape(-1, g.shape[-1]).sum(axis=0)  # (d,)
 
 
-def _checking(back, shape: tuple[int, ...], name: str):
-    """``back``, refusing an output gradient that is not a float array of ``shape``, naming it ``name``."""
-
-    def checked_back(gradient):
-        g = as_float_array(gradient, name)  # the shape of the output
-        if g.shape != shape:
-            raise ValueError(f"{name} has shape {g.shape} but the output has shape {shape}; "
-                             "expected the gradient of the loss with respect to the output, of its shape")
-        return back(g)
-
-    return checked_back
+def _of_shape(gradient, shape: tuple[int, ...], name: str) -> None:
+    """Refuse an output gradient ``name`` that is not of the output's ``shape`` (a shape, not a scan)."""
+    if np.shape(gradient) != shape:
+        raise ValueError(f"{name} has shape {np.shape(gradient)} but the output has shape {shape}; "
+                         "expected the gradient of the loss with respect to the output, of its shape")
 
 
+def _table(table) -> np.ndarray:
+    table = as_float_array(table, "table")  # (vocab, d_model)
+    if table.ndim != 2:
+        raise ValueError(f"table has shape {table.shape}; expected (vocab, d_model)")
+    return table
+
+
+def _embedding_arguments(table, tokens) -> tuple:
+    table, tokens = _table(table), np.asarray(tokens)  # (vocab, d_model), (...)
+    if tokens.dtype.kind not in "iu":
+        raise TypeError(f"tokens has dtype {tokens.dtype}; expected integer token ids")
+    outside = (tokens < 0) | (tokens >= table.shape[0])  # (...)
+    if outside.any():
+        raise ValueError(f"tokens contains the id {int(tokens[outside].flat[0])}, outside 0 .. {table.shape[0] - 1} "
+                         f"(table has {table.shape[0]} rows)")
+    return table, tokens
+
+
+@boundary(_embedding_arguments)
 def embedding_vjp(table, tokens) -> tuple:
     r"""Look up the rows of ``table`` for ``tokens``; ``back(dx)`` scatter-adds the gradient into ``dtable``.
 
@@ -109,35 +121,10 @@ def embedding_vjp(table, tokens) -> tuple:
     ...
     ValueError: tokens contains the id 3, outside 0 .. 2 (table has 3 rows)
     """
-    table = _checked_table(table)  # (vocab, d_model)
-    tokens = np.asarray(tokens)  # (...)
-    if tokens.dtype.kind not in "iu":
-        raise TypeError(f"tokens has dtype {tokens.dtype}; expected integer token ids")
-    outside = (tokens < 0) | (tokens >= table.shape[0])  # (...)
-    if outside.any():
-        raise ValueError(f"tokens contains the id {int(tokens[outside].flat[0])}, outside 0 .. {table.shape[0] - 1} "
-                         f"(table has {table.shape[0]} rows)")
-    x, back = embedding_tape(table, tokens)
-    return x, _checking(back, x.shape, "dx")
-
-
-def _checked_table(table) -> np.ndarray:
-    table = as_float_array(table, "table")  # (vocab, d_model)
-    if table.ndim != 2:
-        raise ValueError(f"table has shape {table.shape}; expected (vocab, d_model)")
-    return table
-
-
-def embedding_tape(table: np.ndarray, tokens: np.ndarray) -> tuple:
-    """Unchecked kernel of :func:`embedding_vjp`.
-
-    >>> x, back = embedding_tape(np.eye(2), np.array([1]))
-    >>> back(np.ones((1, 2))).tolist()
-    [[0.0, 0.0], [1.0, 1.0]]
-    """
     x = table[tokens]  # (..., d_model)
 
     def back(dx):
+        _of_shape(dx, x.shape, "dx")
         dtable = np.zeros(table.shape, dtype=np.result_type(table, dx))  # (vocab, d_model)
         np.add.at(dtable, tokens, dx)  # row t_i += dx_i, repeated tokens accumulate
         return dtable
@@ -145,6 +132,15 @@ def embedding_tape(table: np.ndarray, tokens: np.ndarray) -> tuple:
     return x, back
 
 
+def _tied_arguments(x, table) -> tuple:
+    x, table = as_float_array(x, "x", layout="(..., d_model)"), _table(table)  # (..., d_model), (vocab, d_model)
+    if table.shape[1] != x.shape[-1]:
+        raise ValueError(f"x has shape {x.shape} but table has shape {table.shape}; both need d_model = "
+                         f"{x.shape[-1]} columns")
+    return x, table
+
+
+@boundary(_tied_arguments)
 def tied_logits_vjp(x, table) -> tuple:
     r"""Logits from the embedding matrix itself (tied weights): ``x E^T``; ``back`` returns ``(dx, dE)``.
 
@@ -171,32 +167,17 @@ def tied_logits_vjp(x, table) -> tuple:
     >>> logits.tolist(), [g.tolist() for g in back(np.array([[1.0, 0.0]]))]
     ([[1.0, 2.0]], [[[1.0, 0.0]], [[1.0, 2.0], [0.0, 0.0]]])
     """
-    x = as_float_array(x, "x")  # (..., d_model)
-    check_min_ndim(x, "x", 1, "(..., d_model)")
-    table = _checked_table(table)  # (vocab, d_model)
-    if table.shape[1] != x.shape[-1]:
-        raise ValueError(f"x has shape {x.shape} but table has shape {table.shape}; both need d_model = "
-                         f"{x.shape[-1]} columns")
-    logits, back = tied_logits_tape(x, table)
-    return logits, _checking(back, logits.shape, "dlogits")
-
-
-def tied_logits_tape(x: np.ndarray, table: np.ndarray) -> tuple:
-    """Unchecked kernel of :func:`tied_logits_vjp`.
-
-    >>> logits, back = tied_logits_tape(np.ones((1, 2)), np.eye(2))
-    >>> back(np.ones((1, 2)))[1].tolist()
-    [[1.0, 1.0], [1.0, 1.0]]
-    """
-    logits = project(x, table.T, "the logits x @ table.T")  # (..., vocab)
+    logits = x @ table.T  # (..., vocab)
 
     def back(dlogits):
+        _of_shape(dlogits, logits.shape, "dlogits")
         dx, dtable_t = linear_grads(x, table.T, dlogits)  # (..., d_model), (d_model, vocab)
         return dx, dtable_t.T  # (..., d_model), (vocab, d_model)
 
     return logits, back
 
 
+@boundary(layer_norm.check)
 def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
     r"""Layer norm of the rows of ``x``; ``back(dy)`` returns ``(dx, dgamma, dbeta)``.
 
@@ -230,21 +211,13 @@ def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
     >>> np.round(dx, 4).tolist(), dbeta.tolist()
     ([[0.2041, -0.4082, 0.2041]], [1.0, 0.0, 0.0])
     """
-    x, gamma, beta, eps = check_layer_norm_inputs(x, gamma, beta, eps)  # once, at the boundary
-    y, back = layer_norm_tape(x, gamma, beta, eps)
-    return y, _checking(back, y.shape, "dy")
-
-
-def layer_norm_tape(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> tuple:
-    """Unchecked kernel of :func:`layer_norm_vjp`.
-
-    >>> y, back = layer_norm_tape(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2))
-    >>> back(np.ones((1, 2)))[2].tolist()
-    [1.0, 1.0]
-    """
-    y, x_hat, std = normalize_parts(x, gamma, beta, eps)  # (..., d), (..., d), (..., 1)
+    y = layer_norm.unchecked(x, gamma, beta, eps)  # (..., d): the layer's own output
+    x = x.astype(np.result_type(x, np.float32), copy=False)  # (..., d), as layer_norm computes
+    std = np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) / std  # (..., d)
 
     def back(dy):
+        _of_shape(dy, y.shape, "dy")
         g = dy * gamma  # (..., d): the gradient reaching x_hat
         dx = (g - g.mean(axis=-1, keepdims=True)
               - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / std  # (..., d)
@@ -253,6 +226,7 @@ def layer_norm_tape(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: flo
     return y, back
 
 
+@boundary(feed_forward.check)
 def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
     r"""The feed-forward network on every position; ``back(dy)`` returns ``(FeedForwardWeights, dx)``.
 
@@ -283,21 +257,11 @@ def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
     >>> y.tolist(), dx.tolist(), grads.b_1.tolist()                    # the negative unit passes nothing
     ([[1.0, 0.0]], [[1.0, 0.0]], [1.0, 0.0])
     """
-    x, weights = check_feed_forward_inputs(x, weights)  # once, at the boundary
-    y, back = feed_forward_tape(x, weights)
-    return y, _checking(back, y.shape, "dy")
-
-
-def feed_forward_tape(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
-    """Unchecked kernel of :func:`feed_forward_vjp`.
-
-    >>> y, back = feed_forward_tape(np.ones((1, 2)), FeedForwardWeights(np.eye(2), np.zeros(2), np.eye(2), np.zeros(2)))
-    >>> back(np.ones((1, 2)))[0].w_2.tolist()
-    [[1.0, 1.0], [1.0, 1.0]]
-    """
-    y, hidden = feed_parts(x, weights)  # (..., n, d_model), (..., n, d_ff)
+    hidden = np.maximum(x @ weights.w_1 + weights.b_1, 0)  # (..., n, d_ff)
+    y = hidden @ weights.w_2 + weights.b_2  # (..., n, d_model), as feed_forward computes it
 
     def back(dy):
+        _of_shape(dy, y.shape, "dy")
         dhidden, dw_2 = linear_grads(hidden, weights.w_2, dy)  # (..., n, d_ff), (d_ff, d_model)
         dpre = dhidden * (hidden > 0)  # (..., n, d_ff): through the ReLU
         dx, dw_1 = linear_grads(x, weights.w_1, dpre)  # (..., n, d_model), (d_model, d_ff)
@@ -306,6 +270,11 @@ def feed_forward_tape(x: np.ndarray, weights: FeedForwardWeights) -> tuple:
     return y, back
 
 
+def _multi_head_arguments(query, key, value, weights: MultiHeadWeights, n_heads: int, mask=None) -> tuple:
+    return multi_head_attention.check(query, key, value, weights, n_heads, mask)[:6]  # every head its own keys
+
+
+@boundary(_multi_head_arguments)
 def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, mask=None) -> tuple:
     r"""Multi-head attention; ``back(d_output)`` returns ``(MultiHeadWeights, dquery, dkey, dvalue)``.
 
@@ -349,39 +318,21 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
     >>> grads.w_o.shape, (dq + dk + dv).shape                          # self-attention: x gets the sum
     ((4, 4), (3, 4))
     """
-    query, key, value, weights, n_heads, mask, _ = check_multi_head_inputs(query, key, value, weights,
-                                                                           n_heads, mask)
-    result, back = multi_head_tape(query, key, value, weights, n_heads, mask)
-    return result, _checking(back, result.output.shape, "d_output")
-
-
-def multi_head_tape(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: MultiHeadWeights,
-                    n_heads: int, mask=None) -> tuple:
-    """Unchecked kernel of :func:`multi_head_vjp`, on arguments that :func:`attnbook.check_multi_head_inputs` passed.
-
-    >>> from attnbook import init_multi_head_weights
-    >>> result, back = multi_head_tape(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), init_multi_head_weights(4), 2)
-    >>> back(np.ones((2, 4)))[2].shape
-    (3, 4)
-    """
-    q = project(query, w.w_q, "query @ weights.w_q + weights.b_q", w.b_q)  # (..., n_q, d_model)
-    k = project(key, w.w_k, "key @ weights.w_k + weights.b_k", w.b_k)  # (..., n_k, d_model)
-    v = project(value, w.w_v, "value @ weights.w_v + weights.b_v", w.b_v)  # (..., n_k, d_model)
-    dtype = np.result_type(q, k, v, np.float32)  # scores in at least float32, as in attention
-    q = to_heads(q.astype(dtype, copy=False), n_heads)  # (..., h, n_q, d_head)
-    k = to_heads(k.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
-    v = to_heads(v.astype(dtype, copy=False), n_heads)  # (..., h, n_k, d_head)
+    w, split = weights, split_heads.unchecked
+    projected = [x @ w_x + b_x for x, w_x, b_x in ((query, w.w_q, w.b_q), (key, w.w_k, w.b_k), (value, w.w_v, w.b_v))]
+    dtype = np.result_type(*projected, np.float32)  # scores in at least float32, as in attention
+    q, k, v = (split(p.astype(dtype, copy=False), n_heads) for p in projected)  # (..., h, n, d_head) each
     scale = 1.0 / math.sqrt(q.shape[-1])
-    heads, attention = attend(q, k, v, mask, scale)  # (..., h, n_q, d_head), (..., h, n_q, n_k)
-    concat = from_heads(heads)  # (..., n_q, d_model)
-    output = project(concat, w.w_o, "the output projection heads @ weights.w_o + weights.b_o",
-                     w.b_o)  # (..., n_q, d_model)
+    heads, attention = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)  # (..., h, n_q, d_head)
+    concat = merge_heads.unchecked(heads)  # (..., n_q, d_model)
+    output = concat @ w.w_o + w.b_o  # (..., n_q, d_model), as multi_head_attention computes it
 
     def back(d_output):
+        _of_shape(d_output, output.shape, "d_output")
         d_concat, dw_o = linear_grads(concat, w.w_o, d_output)  # (..., n_q, d_model), (d_model, d_model)
-        (dq, dk, dv), _ = backpropagate(q, k, v, attention, to_heads(d_concat, n_heads), mask,
+        (dq, dk, dv), _ = backpropagate(q, k, v, attention, split(d_concat, n_heads), mask,
                                         scale)  # each (..., h, n, d_head), summed to the shape of q, k, v
-        dq, dk, dv = from_heads(dq), from_heads(dk), from_heads(dv)  # (..., n_q | n_k, d_model)
+        dq, dk, dv = (merge_heads.unchecked(g) for g in (dq, dk, dv))  # (..., n_q | n_k, d_model)
         dquery, dw_q = linear_grads(query, w.w_q, dq)  # (..., n_q, d_model), (d_model, d_model)
         dkey, dw_k = linear_grads(key, w.w_k, dk)  # (..., n_k, d_model), (d_model, d_model)
         dvalue, dw_v = linear_grads(value, w.w_v, dv)  # (..., n_k, d_model), (d_model, d_model)
@@ -392,6 +343,7 @@ def multi_head_tape(query: np.ndarray, key: np.ndarray, value: np.ndarray, w: Mu
     return AttentionResult(output, attention), back
 
 
+@boundary(encoder_layer.check)
 def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
     r"""One post-norm encoder layer; ``back(dy)`` returns ``(EncoderLayerWeights, dx)``.
 
@@ -430,24 +382,11 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) 
     >>> [g.shape for g in grads.norm_2], dx.shape
     ([(4,), (4,)], (3, 4))
     """
-    x, weights, n_heads, mask = check_encoder_layer_inputs(x, weights, n_heads, mask)  # once, at the boundary
-    result, back = encoder_layer_tape(x, weights, n_heads, mask)
-    return result, _checking(back, result.output.shape, "dy")
-
-
-def encoder_layer_tape(x: np.ndarray, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
-    """Unchecked kernel of :func:`encoder_layer_vjp`, on arguments that its check (``check_encoder_layer_inputs``) passed.
-
-    >>> from attnbook import init_encoder_layer
-    >>> result, back = encoder_layer_tape(np.eye(4)[:3], init_encoder_layer(4, 8), 2)
-    >>> back(np.ones((3, 4)))[1].shape
-    (3, 4)
-    """
-    (attended, attention), attention_back = multi_head_tape(x, x, x, weights.self_attention, n_heads,
-                                                            mask)  # (..., n, d_model), (..., h, n, n)
-    x_1, norm_1_back = layer_norm_tape(x + attended, *weights.norm_1)  # (..., n, d_model)
-    fed, feed_back = feed_forward_tape(x_1, weights.feed_forward)  # (..., n, d_model)
-    y, norm_2_back = layer_norm_tape(x_1 + fed, *weights.norm_2)  # (..., n, d_model)
+    (attended, attention), attention_back = multi_head_vjp.unchecked(x, x, x, weights.self_attention, n_heads,
+                                                                      mask)  # (..., n, d_model), (..., h, n, n)
+    x_1, norm_1_back = layer_norm_vjp.unchecked(x + attended, *weights.norm_1)  # (..., n, d_model)
+    fed, feed_back = feed_forward_vjp.unchecked(x_1, weights.feed_forward)  # (..., n, d_model)
+    y, norm_2_back = layer_norm_vjp.unchecked(x_1 + fed, *weights.norm_2)  # (..., n, d_model)
 
     def back(dy):
         ds_2, dgamma_2, dbeta_2 = norm_2_back(dy)  # (..., n, d_model)
@@ -461,6 +400,7 @@ def encoder_layer_tape(x: np.ndarray, weights: EncoderLayerWeights, n_heads: int
     return EncoderLayerResult(y, attention), back
 
 
+@boundary(decoder_layer.check)
 def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_mask=None) -> tuple:
     r"""One post-norm decoder layer; ``back(dout)`` returns ``(DecoderLayerWeights, dy, dmemory)``.
 
@@ -503,32 +443,19 @@ def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, mem
     >>> grads.cross_attention.w_k.shape, dy.shape, dmemory.shape
     ((4, 4), (2, 4), (3, 4))
     """
-    y, memory, weights, n_heads, memory_mask = check_decoder_layer_inputs(y, memory, weights, n_heads,
-                                                                          memory_mask)  # once, at the boundary
-    result, back = decoder_layer_tape(y, memory, weights, n_heads, memory_mask)
-    return result, _checking(back, result.output.shape, "dout")
-
-
-def decoder_layer_tape(y: np.ndarray, memory: np.ndarray, weights: DecoderLayerWeights, n_heads: int,
-                       memory_mask=None) -> tuple:
-    """Unchecked kernel of :func:`decoder_layer_vjp`, on arguments that its check (``check_decoder_layer_inputs``) passed.
-
-    >>> from attnbook import init_decoder_layer
-    >>> result, back = decoder_layer_tape(np.eye(4)[:2], np.eye(4)[:3], init_decoder_layer(4, 8), 2)
-    >>> back(np.ones((2, 4)))[2].shape
-    (3, 4)
-    """
+    mha, norm = multi_head_vjp.unchecked, layer_norm_vjp.unchecked
     future = np.tri(y.shape[-2], dtype=bool)  # (n_t, n_t): the causal mask, True on and below the diagonal
-    (attended, self_weights), self_back = multi_head_tape(y, y, y, weights.self_attention, n_heads,
-                                                          future)  # (..., n_t, d), (..., h, n_t, n_t)
-    y_1, norm_1_back = layer_norm_tape(y + attended, *weights.norm_1)  # (..., n_t, d_model)
-    (crossed, cross_weights), cross_back = multi_head_tape(y_1, memory, memory, weights.cross_attention, n_heads,
-                                                           memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
-    y_2, norm_2_back = layer_norm_tape(y_1 + crossed, *weights.norm_2)  # (..., n_t, d_model)
-    fed, feed_back = feed_forward_tape(y_2, weights.feed_forward)  # (..., n_t, d_model)
-    y_3, norm_3_back = layer_norm_tape(y_2 + fed, *weights.norm_3)  # (..., n_t, d_model)
+    (attended, self_weights), self_back = mha(y, y, y, weights.self_attention, n_heads,
+                                              future)  # (..., n_t, d), (..., h, n_t, n_t)
+    y_1, norm_1_back = norm(y + attended, *weights.norm_1)  # (..., n_t, d_model)
+    (crossed, cross_weights), cross_back = mha(y_1, memory, memory, weights.cross_attention, n_heads,
+                                               memory_mask)  # (..., n_t, d), (..., h, n_t, n_s)
+    y_2, norm_2_back = norm(y_1 + crossed, *weights.norm_2)  # (..., n_t, d_model)
+    fed, feed_back = feed_forward_vjp.unchecked(y_2, weights.feed_forward)  # (..., n_t, d_model)
+    y_3, norm_3_back = norm(y_2 + fed, *weights.norm_3)  # (..., n_t, d_model)
 
     def back(dout):
+        _of_shape(dout, y_3.shape, "dout")
         ds_3, dgamma_3, dbeta_3 = norm_3_back(dout)  # (..., n_t, d_model)
         d_feed, dy_2 = feed_back(ds_3)
         ds_2, dgamma_2, dbeta_2 = norm_2_back(ds_3 + dy_2)

@@ -8,7 +8,7 @@ seeded with ``seed``, so two runs with the same seed are the same, number for nu
 so the package works without it (as in the browser edition of the book).
 
 >>> import numpy as np
->>> from attnbook.learning.training import RecallParameters
+>>> from attnbook.learning.models.recall import RecallParameters
 >>> def loss_and_gradients(p, batch):                                  # L = |w_q - batch|^2
 ...     return float(np.sum((p.w_q - batch) ** 2)), p._replace(w_q=2 * (p.w_q - batch))
 >>> p0 = RecallParameters(*[np.zeros(2)] * 4)
@@ -26,8 +26,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import check_bool, check_positive_int
-from .optim import adam_update, check_gradients, check_learning_rate, clip_tree, global_norm, init_adam, noam
+from ..validation import check_bool, check_positive_int, check_seed
+from .optim import (
+    adam_update,
+    check_gradients,
+    check_learning_rate,
+    clip_tree,
+    descend,
+    global_norm,
+    init_adam,
+    noam,
+)
 
 __all__ = ["History", "fit"]
 
@@ -62,17 +71,17 @@ class History(NamedTuple):
 
 
 def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | None = None, warmup: int = 4000,
-        learning_rate: float | None = None, max_norm: float | None = 1.0, seed: int = 0, progress: bool = True,
-        every: int = 1) -> tuple:
-    r"""Train ``params`` for ``n_steps`` steps of Adam; returns ``(params, History)``.
+        learning_rate: float | None = None, max_norm: float | None = 1.0, seed=0, progress: bool = True,
+        every: int = 1, optimiser: str = "adam", betas: tuple = BETAS, eps: float = EPS, on_step=None) -> tuple:
+    r"""Train ``params`` for ``n_steps`` steps of Adam (or SGD); returns ``(params, History)``.
 
     .. math:: g_s = \nabla L(\theta_{s-1}; \text{batch}_s), \quad
               g_s \leftarrow g_s \min\left(1, \frac{c}{\lVert g_s \rVert}\right), \quad
               \theta_s = \operatorname{Adam}(\theta_{s-1}, g_s, \eta_s), \quad
               \eta_s = d_\text{model}^{-1/2} \min\left(s^{-1/2}, s\, w^{-3/2}\right)
 
-    Adam uses the betas (0.9, 0.98) and epsilon 1e-9 of Vaswani et al. (2017); the rate follows their
-    schedule (:func:`attnbook.learning.optim.noam_rate`) unless ``learning_rate`` fixes it.
+    Adam uses by default the betas (0.9, 0.98) and epsilon 1e-9 of Vaswani et al. (2017); the rate follows
+    their schedule (:func:`attnbook.learning.optim.noam_rate`) unless ``learning_rate`` fixes it.
 
     Parameters
     ----------
@@ -81,7 +90,7 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
     loss_and_gradients : callable
         ``loss_and_gradients(params, batch) -> (loss, grads)``: a float and a tree of the structure of ``params``.
     next_batch : callable
-        ``next_batch(rng) -> batch``, with ``rng`` a ``numpy.random.Generator`` seeded from ``seed``.
+        ``next_batch(rng) -> batch``, with ``rng`` the generator of ``seed``.
     n_steps : int
         The number of steps.
     d_model : int, optional
@@ -92,12 +101,20 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
         A constant learning rate instead of the schedule.
     max_norm : float or None
         Clip the gradients to this global norm; None does not clip. Default 1.
-    seed : int
-        Seed of the generator handed to ``next_batch``.
+    seed : int or numpy.random.Generator
+        Seed of the generator handed to ``next_batch`` (or the generator itself).
     progress : bool
         Show a ``tqdm`` progress bar with the loss (skipped, with a warning, when tqdm is missing).
     every : int
         Refresh the bar every ``every`` steps.
+    optimiser : {"adam", "sgd"}
+        Adam, or plain gradient descent ``theta - rate g``.
+    betas : tuple of float
+        Adam's decay rates of the two moments.
+    eps : float
+        Adam's epsilon.
+    on_step : callable, optional
+        ``on_step(step, params, loss)`` after every step (``step`` counts from 1), for checkpoints.
 
     Returns
     -------
@@ -106,7 +123,7 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
 
     Examples
     --------
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> p0 = RecallParameters(*[np.zeros(1)] * 4)
     >>> step = lambda p, batch: (float(np.sum(p.w_v ** 2)), p._replace(w_v=2 * p.w_v))
     >>> fit(p0, step, lambda rng: None, 3, progress=False)
@@ -132,11 +149,15 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
                 or not (math.isfinite(max_norm) and max_norm > 0):
             raise ValueError(f"max_norm must be a positive finite number or None, got {max_norm!r}")
         max_norm = float(max_norm)
-    seed = check_positive_int(seed, "seed", minimum=0)
+    if optimiser not in ("adam", "sgd"):
+        raise ValueError(f"optimiser must be 'adam' or 'sgd', got {optimiser!r}")
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be callable, got {type(on_step).__name__}")
+    rng = check_seed(seed)
     progress, every = check_bool(progress, "progress"), check_positive_int(every, "every")
 
     bar = _progress_bar(n_steps) if progress else None
-    rng, state = np.random.default_rng(seed), init_adam(params)
+    state = init_adam(params)
     losses, grad_norms, rates, seconds = (np.empty(n_steps) for _ in range(4))  # (n_steps,) each
     start = time.perf_counter()
     try:
@@ -150,9 +171,14 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
                                          "(or max_norm)")
             grads, norm = (grads, global_norm(grads)) if max_norm is None else clip_tree(grads, max_norm)
             rate = learning_rate if learning_rate is not None else noam(index + 1, d_model, warmup)
-            params, state = adam_update(params, grads, state, rate, *BETAS, EPS)
+            if optimiser == "adam":
+                params, state = adam_update(params, grads, state, rate, *betas, eps)
+            else:
+                params = descend(params, grads, rate)
             losses[index], grad_norms[index], rates[index] = loss, norm, rate
             seconds[index] = time.perf_counter() - start
+            if on_step is not None:
+                on_step(index + 1, params, loss)
             if bar is not None and ((index + 1) % every == 0 or index + 1 == n_steps):
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
                 bar.update(index + 1 - bar.n)

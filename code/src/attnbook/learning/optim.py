@@ -5,7 +5,7 @@ and lists of arrays: a model holding a tuple of :class:`attnbook.EncoderLayerWei
 gradients form a tree of the same structure; :func:`tree_leaves` and :func:`tree_map` walk both.
 
 >>> import numpy as np
->>> from attnbook.learning.training import RecallParameters
+>>> from attnbook.learning.models.recall import RecallParameters
 >>> p = RecallParameters(*[np.ones(2)] * 4)
 >>> sgd_step(p, p, 0.5).w_q.tolist()
 [0.5, 0.5]
@@ -144,7 +144,7 @@ def tree_map(f, tree, *rest):
 
     Examples
     --------
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> p = RecallParameters(*[np.ones(2)] * 4)
     >>> tree_map(lambda w, g: w - 0.5 * g, p, p).w_k.tolist()
     [0.5, 0.5]
@@ -207,7 +207,7 @@ def check_gradients(params, grads) -> None:
 
     Examples
     --------
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> p = RecallParameters(*[np.zeros(2)] * 4)
     >>> check_gradients(p, p._replace(w_v=np.zeros(3)))
     Traceback (most recent call last):
@@ -241,7 +241,7 @@ def sgd_step(params, grads, learning_rate: float = 0.1):
 
     Examples
     --------
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> sgd_step(RecallParameters(*[np.ones(2)] * 4), RecallParameters(*[np.ones(2)] * 4), 0.5).w_q.tolist()
     [0.5, 0.5]
     """
@@ -253,7 +253,7 @@ def sgd_step(params, grads, learning_rate: float = 0.1):
 def descend(params, grads, rate: float):
     """Unchecked kernel of :func:`sgd_step`: ``w - rate * g`` for every parameter.
 
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> descend(RecallParameters(*[np.ones(1)] * 4), RecallParameters(*[np.ones(1)] * 4), 0.5).w_k.tolist()
     [0.5]
     """
@@ -313,7 +313,7 @@ def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta
 
     Examples
     --------
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> p = RecallParameters(*[np.zeros(1)] * 4)
     >>> p, state = adam_step(p, RecallParameters(*[np.full(1, 1e-3)] * 4), init_adam(p), 0.1)
     >>> print(np.round(p.w_q, 4), state.step)
@@ -333,7 +333,7 @@ def adam_update(params, grads, state: AdamState, rate: float, beta1: float = 0.9
                 eps: float = 1e-8):
     """Unchecked kernel of :func:`adam_step`; returns ``(new_params, new_state)``.
 
-    >>> from attnbook.learning.training import RecallParameters
+    >>> from attnbook.learning.models.recall import RecallParameters
     >>> p = RecallParameters(*[np.zeros(1)] * 4)
     >>> adam_update(p, RecallParameters(*[np.ones(1)] * 4), init_adam(p), 0.1)[0].w_q.round(4).tolist()
     [-0.1]

@@ -1,12 +1,13 @@
-"""Data for attention that learns: three tasks whose answers are known, so what a model learns can be checked.
+"""Data for attention that learns: tasks whose answers are known, so what a model learns can be checked.
 
 * **Reversal** (sequence to sequence): the target is the source read backwards. Its alignment is known
   exactly: output position ``i`` reads source position ``len - 1 - i``, so a trained encoder-decoder's
   cross-attention map can be compared with :func:`reversal_alignment`.
 * **Repeated random tokens** (decoder only): random tokens, then the same tokens again. Only copying
   predicts the second half, which is what an *induction head* learns (Olsson et al., 2022).
-* **Handwritten digits** (vision): scikit-learn's 8 x 8 digits, shipped inside the package as
-  ``attnbook/data/digits.npz`` (written by ``python -m tools.make_digits``), and cut into patches.
+* **Associative recall** and the **most recent signal**: a lookup by content, and a lookup by position.
+
+The handwritten digits, for vision, are :mod:`attnbook.learning.digits`.
 
 Token conventions of the sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; the symbols are
 ``FIRST_SYMBOL = 3`` onwards, so a task with ``n_symbols`` symbols has ``n_symbols + 3`` tokens.
@@ -18,7 +19,6 @@ Token conventions of the sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; 
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import NamedTuple
 
 import numpy as np
@@ -27,18 +27,17 @@ from ..validation import as_float_array, check_positive_int, check_seed
 
 __all__ = [
     "BOS",
-    "DIGITS_FILE",
     "EOS",
     "FIRST_SYMBOL",
     "PAD",
-    "DigitsSplit",
+    "RecallBatch",
     "InContextLoss",
     "Seq2SeqBatch",
     "alignment_agreement",
-    "image_patches",
+    "check_tokens",
+    "associative_recall_batch",
+    "recency_batch",
     "in_context_loss",
-    "load_digits",
-    "load_digits_split",
     "repeated_sequence_batch",
     "reversal_alignment",
     "reversal_batch",
@@ -46,7 +45,6 @@ __all__ = [
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3
-DIGITS_FILE = "digits.npz"
 
 
 # --- reversal: sequence to sequence with a known alignment ------------------------------------------------
@@ -80,6 +78,43 @@ class Seq2SeqBatch(NamedTuple):
     target_out: np.ndarray  # (batch, n_tgt): target + EOS + PAD
     source_mask: np.ndarray  # (batch, n_src): True on real tokens
     target_mask: np.ndarray  # (batch, n_tgt): True on real positions
+
+
+def check_tokens(tokens, name: str, vocab_size: int, real: bool = False) -> np.ndarray:
+    """Tokens ``(batch, n)``: integers in ``0 .. vocab_size - 1``, ``n > 0`` (and, ``real``, a real token per row).
+
+    Parameters
+    ----------
+    tokens : array_like of int
+        The tokens.
+    name : str
+        Their name, in errors.
+    vocab_size : int
+        The model's vocabulary.
+    real : bool, optional
+        Refuse a row of padding only (a source must hold a string).
+
+    Returns
+    -------
+    ndarray
+        ``(batch, n)`` int64.
+
+    Examples
+    --------
+    >>> check_tokens([[0, 0]], "source", 13, real=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: source has a row of padding only; every source needs a real token
+    """
+    tokens = np.asarray(tokens)  # (batch, n)
+    if tokens.ndim != 2 or tokens.dtype.kind not in "iu" or tokens.shape[1] == 0:
+        raise ValueError(f"{name} must be a (batch, n) array of integer tokens with n > 0, got shape "
+                         f"{tokens.shape} and dtype {tokens.dtype}")
+    if np.any((tokens < 0) | (tokens >= vocab_size)):
+        raise ValueError(f"{name} holds tokens outside 0 .. {vocab_size - 1}")
+    if real and not np.all((tokens != PAD).any(axis=1)):
+        raise ValueError(f"{name} has a row of padding only; every source needs a real token")
+    return tokens.astype(np.int64, copy=False)
 
 
 def reversal_batch(n_sequences: int, n_symbols: int, min_length: int, max_length: int,
@@ -325,134 +360,150 @@ def in_context_loss(losses) -> InContextLoss:
     return InContextLoss(float(losses[..., : h - 1].mean()), float(losses[..., h:].mean()))
 
 
-# --- handwritten digits: images for a Vision Transformer ---------------------------------------------------
+# --- associative recall: look a key up -----------------------------------------------------------------
 
 
-class DigitsSplit(NamedTuple):
-    """The digits, split into a training and a test set.
+class RecallBatch(NamedTuple):
+    """A batch of associative-recall sequences (``d_in = n_keys + n_values``); see :func:`associative_recall_batch`.
 
     Attributes
     ----------
-    train_images : ndarray
-        ``(n_train, 8, 8)`` uint8 grey levels ``0 .. 16``.
-    train_labels : ndarray
-        ``(n_train,)`` uint8 digits ``0 .. 9``.
-    test_images : ndarray
-        ``(n_test, 8, 8)`` uint8.
-    test_labels : ndarray
-        ``(n_test,)`` uint8.
+    context, queries : ndarray
+        ``(batch, n_pairs, d_in)`` the pairs (a one-hot key, then a one-hot value) and ``(batch, n_queries,
+        d_in)`` the questions (a one-hot key, the value part zero).
+    targets : ndarray
+        ``(batch, n_queries)`` the value paired with each query's key.
+    keys, values : ndarray
+        ``(batch, n_pairs)`` the symbols: keys distinct within a sequence.
+    answer_positions : ndarray
+        ``(batch, n_queries)`` the pair that holds each query's key.
 
     Examples
     --------
-    >>> split = load_digits_split()
-    >>> split.train_images.shape, split.test_images.shape
-    ((1438, 8, 8), (359, 8, 8))
+    >>> batch = associative_recall_batch(1, n_pairs=2, n_keys=3, n_values=2, seed=0)
+    >>> batch.keys.tolist(), batch.queries[0, 0].tolist(), batch.answer_positions.tolist()
+    ([[2, 1]], [0.0, 0.0, 1.0, 0.0, 0.0], [[0]])
     """
 
-    train_images: np.ndarray  # (n_train, 8, 8)
-    train_labels: np.ndarray  # (n_train,)
-    test_images: np.ndarray  # (n_test, 8, 8)
-    test_labels: np.ndarray  # (n_test,)
+    context: np.ndarray  # (batch, n_pairs, d_in)
+    queries: np.ndarray  # (batch, n_queries, d_in)
+    targets: np.ndarray  # (batch, n_queries)
+    keys: np.ndarray  # (batch, n_pairs)
+    values: np.ndarray  # (batch, n_pairs)
+    answer_positions: np.ndarray  # (batch, n_queries)
 
 
-def load_digits() -> tuple[np.ndarray, np.ndarray]:
-    """The 1,797 handwritten digits shipped with the package, in scikit-learn's order.
+def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8, n_values: int = 8,
+                             n_queries: int = 1, seed=0) -> RecallBatch:
+    r"""Sample ``n_sequences`` recall problems: ``n_pairs`` pairs with distinct keys, ``n_queries`` questions.
 
-    The data are the test set of the UCI "Optical Recognition of Handwritten Digits" data set
-    (E. Alpaydin and C. Kaynak, 1998; https://doi.org/10.24432/C50P49), licensed CC BY 4.0, as bundled
-    by scikit-learn (``sklearn.datasets.load_digits``): 32 x 32 bitmaps of 43 writers, counted in
-    non-overlapping 4 x 4 blocks, giving 8 x 8 images of grey levels 0 to 16. ``python -m tools.make_digits``
-    copies them into ``attnbook/data/digits.npz``, so reading them needs neither scikit-learn nor a download.
+    .. math:: x_\text{pair} = [\, e_\text{key} ; e_\text{value} \,], \qquad x_\text{query} = [\, e_\text{key} ; 0 \,]
 
-    Returns
-    -------
-    images : ndarray
-        ``(1797, 8, 8)`` uint8, grey levels ``0 .. 16``.
-    labels : ndarray
-        ``(1797,)`` uint8, the digits ``0 .. 9``.
-
-    Examples
-    --------
-    >>> images, labels = load_digits()
-    >>> images.shape, int(images.max()), labels[:10].tolist()
-    ((1797, 8, 8), 16, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
-    """
-    with resources.files("attnbook").joinpath("data", DIGITS_FILE).open("rb") as file:
-        with np.load(file) as archive:
-            return archive["images"], archive["labels"]
-
-
-def load_digits_split(test_fraction: float = 0.2, seed: int | np.random.Generator = 0) -> DigitsSplit:
-    r"""The digits split at random into training and test sets, stratified by digit.
-
-    .. math:: n_\text{test}(c) = \operatorname{round}(f \, n(c)) \quad \text{for each digit } c
-
-    Each digit's images are shuffled and the first :math:`\operatorname{round}(f\,n(c))` go to the test
-    set, so both sets hold the ten digits in the proportions of the whole; each set is then shuffled.
+    Keys are drawn without replacement from ``n_keys`` symbols (each query has one answer), values with
+    replacement from ``n_values``; the queried keys are distinct pairs of the sequence, chosen at random.
 
     Parameters
     ----------
-    test_fraction : float, optional
-        :math:`f`, in ``(0, 1)``; default 0.2.
-    seed : int or numpy Generator, optional
-        The random source of the shuffles.
+    n_sequences, n_pairs, n_keys, n_values, n_queries : int
+        The batch size, the pairs per sequence (at most ``n_keys``), the vocabularies, the questions per
+        sequence (at most ``n_pairs``).
+    seed : int or numpy Generator
+        The random source.
 
     Returns
     -------
-    DigitsSplit
-        Training and test images ``(n, 8, 8)`` and labels ``(n,)``.
+    RecallBatch
+        One-hot context ``(batch, n_pairs, n_keys + n_values)``, queries, targets and the symbols.
 
     Examples
     --------
-    >>> split = load_digits_split(test_fraction=0.25, seed=1)
-    >>> np.bincount(split.test_labels).tolist()
-    [44, 46, 44, 46, 45, 46, 45, 45, 44, 45]
+    >>> batch = associative_recall_batch(2, n_pairs=3, n_keys=5, n_values=4, seed=0)
+    >>> batch.context.shape, batch.queries.shape, batch.targets.shape
+    ((2, 3, 9), (2, 1, 9), (2, 1))
+    >>> associative_recall_batch(1, n_pairs=5, n_keys=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_pairs = 5 needs at least 5 distinct keys, but n_keys = 4
     """
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
-        raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
+    n_sequences = check_positive_int(n_sequences, "n_sequences")
+    n_pairs = check_positive_int(n_pairs, "n_pairs")
+    n_keys = check_positive_int(n_keys, "n_keys")
+    n_values = check_positive_int(n_values, "n_values")
+    n_queries = check_positive_int(n_queries, "n_queries")
+    if n_pairs > n_keys:
+        raise ValueError(f"n_pairs = {n_pairs} needs at least {n_pairs} distinct keys, but n_keys = {n_keys}")
+    if n_queries > n_pairs:
+        raise ValueError(f"n_queries = {n_queries} is more than n_pairs = {n_pairs}; each query asks "
+                         "for a different pair")
     rng = check_seed(seed)
-    images, labels = load_digits()  # (n, 8, 8), (n,)
-    test = np.zeros(labels.shape, dtype=bool)  # (n,)
-    for digit in range(10):
-        members = rng.permutation(np.flatnonzero(labels == digit))  # (n(c),)
-        test[members[: round(test_fraction * members.size)]] = True
-    train_order = rng.permutation(np.flatnonzero(~test))  # (n_train,)
-    test_order = rng.permutation(np.flatnonzero(test))  # (n_test,)
-    return DigitsSplit(images[train_order], labels[train_order], images[test_order], labels[test_order])
+    keys = np.argsort(rng.random((n_sequences, n_keys)), axis=1)[:, :n_pairs]  # (batch, n_pairs)
+    values = rng.integers(0, n_values, size=(n_sequences, n_pairs))  # (batch, n_pairs)
+    positions = np.argsort(rng.random((n_sequences, n_pairs)), axis=1)[:, :n_queries]  # (batch, n_q)
+    rows = np.arange(n_sequences)[:, None]  # (batch, 1)
+    d_in = n_keys + n_values
+    context = np.zeros((n_sequences, n_pairs, d_in))  # (batch, n_pairs, d_in)
+    pair_index = np.arange(n_pairs)[None, :]  # (1, n_pairs)
+    context[rows, pair_index, keys] = 1.0
+    context[rows, pair_index, n_keys + values] = 1.0
+    queries = np.zeros((n_sequences, n_queries, d_in))  # (batch, n_q, d_in)
+    queries[rows, np.arange(n_queries)[None, :], keys[rows, positions]] = 1.0
+    targets = values[rows, positions]  # (batch, n_q)
+    return RecallBatch(context, queries, targets, keys, values, positions)
 
 
-def image_patches(images, patch: int) -> np.ndarray:
-    r"""Cut square images into non-overlapping ``patch x patch`` patches, row-major, each flattened row-major.
+# --- the most recent signal: which of the keys is the latest ------------------------------------------------
 
-    .. math:: P_{b,\, r (W/p) + c} = \operatorname{vec}\bigl(X_b[\, r p : (r+1) p,\ c p : (c+1) p \,]\bigr)
 
-    An 8 x 8 image with ``patch = 2`` gives 16 patches of 4 pixels; with ``patch = 4``, 4 patches of 16.
-    The order is that of :func:`attnbook.modalities.image_to_patches`, for a batch of grey images.
+def recency_batch(n_sequences: int, length: int, n_symbols: int = 6, p_signal: float = 0.25,
+                  seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""Sequences of the *most recent signal* task and their targets.
+
+    .. math:: t_i = x_{j^*(i)}, \qquad j^*(i) = \max\{\, j \le i : x_j \ne 0 \,\}
 
     Parameters
     ----------
-    images : array_like
-        ``(n, H, W)`` images; ``patch`` divides ``H`` and ``W``.
-    patch : int
-        :math:`p`, the side of a patch.
+    n_sequences : int
+        Batch size; positive.
+    length : int
+        Tokens per sequence; positive.
+    n_symbols : int, optional
+        Signal tokens ``1 .. n_symbols``; token 0 is the blank. Default 6.
+    p_signal : float, optional
+        Probability that a position after the first holds a signal; in ``(0, 1]``. Default 0.25.
+    seed : int or numpy Generator, optional
+        Seeds the draw.
 
     Returns
     -------
-    ndarray
-        ``(n, (H / p) (W / p), p * p)`` float64: the tokens of a Vision Transformer.
+    tuple of ndarray
+        ``(tokens, targets)``, both ``(n_sequences, length)`` int64.
 
     Examples
     --------
-    >>> image = np.arange(16).reshape(1, 4, 4)
-    >>> image_patches(image, 2)[0].astype(int).tolist()
-    [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]
+    >>> tokens, targets = recency_batch(1, 8, seed=2)
+    >>> tokens.tolist(), targets.tolist()
+    ([[6, 0, 1, 2, 0, 0, 0, 1]], [[6, 6, 1, 2, 2, 2, 2, 1]])
     """
-    images = as_float_array(images, "images")  # (n, H, W)
-    patch = check_positive_int(patch, "patch")
-    if images.ndim != 3:
-        raise ValueError(f"images must be (n, H, W), got shape {images.shape}")
-    n, height, width = images.shape
-    if height % patch or width % patch:
-        raise ValueError(f"patch = {patch} must divide the image's height and width, got {height} x {width}")
-    grid = images.reshape(n, height // patch, patch, width // patch, patch)  # (n, H/p, p, W/p, p)
-    return grid.transpose(0, 1, 3, 2, 4).reshape(n, -1, patch * patch)  # (n, (H/p)(W/p), p*p)
+    n_sequences = check_positive_int(n_sequences, "n_sequences")
+    length = check_positive_int(length, "length")
+    n_symbols = check_positive_int(n_symbols, "n_symbols")
+    if not 0 < p_signal <= 1:
+        raise ValueError(f"p_signal must be in (0, 1], got {p_signal!r}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    return draw_recency(rng, n_sequences, length, n_symbols, float(p_signal))
+
+
+def draw_recency(rng: np.random.Generator, n_sequences: int, length: int, n_symbols: int,
+                 p_signal: float) -> tuple[np.ndarray, np.ndarray]:
+    """Unchecked kernel of :func:`recency_batch`.
+
+    >>> draw_recency(np.random.default_rng(0), 2, 3, 4, 1.0)[1].shape
+    (2, 3)
+    """
+    symbols = rng.integers(1, n_symbols + 1, size=(n_sequences, length))  # (B, n)
+    signal = rng.random((n_sequences, length)) < p_signal  # (B, n)
+    signal[:, 0] = True
+    tokens = np.where(signal, symbols, 0)  # (B, n)
+    last = np.maximum.accumulate(np.where(signal, np.arange(length), 0), axis=1)  # (B, n): index of j*(i)
+    targets = np.take_along_axis(tokens, last, axis=1)  # (B, n)
+    return tokens.astype(np.int64), targets.astype(np.int64)

@@ -1,0 +1,304 @@
+"""What the trained induction model's heads do: where they look (previous-token and induction scores), what
+silencing one costs, and when the circuit emerges during training.
+
+What the stored model shows (its record): the second-half loss drops from about ``ln V`` to near 0 within a few
+hundred steps (the *emergence step*), while the induction score of layer 2 jumps and layer 1 turns into a
+previous-token head at the first-half positions, where the induction head reads its keys. Silencing either
+head brings the second-half loss back above ``ln V / 2``.
+
+>>> params, config, record = load_induction()
+>>> metrics = induction_metrics(params, config)
+>>> bool(abs(metrics["second_half_loss"] - record["metrics"]["second_half_loss"]) < 1e-9)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ...validation import check_positive_int
+from ..models.induction import (
+    InductionConfig,
+    InductionParameters,
+    check_params,
+    init_induction_model,
+    load_induction,
+    probe_tokens,
+    taped,
+    token_losses,
+)
+from ..tasks import repeated_sequence_batch
+
+__all__ = ["HALF_LENGTHS", "HeadScores", "ablate_head", "emergence_step", "half_way_step", "head_scores",
+           "induction_metrics"]
+
+HALF_LENGTHS = (4, 8, 12, 16, 20, 24)  # evaluated after training; 20 and 24 are longer than any training batch
+
+
+class HeadScores(NamedTuple):
+    """Where the heads look in the second half of repeated sequences (see :func:`head_scores`).
+
+    Attributes
+    ----------
+    previous_token : ndarray
+        ``(n_layers, n_heads)`` mean weight of query ``t`` on key ``t - 1``, over the second half.
+    induction : ndarray
+        ``(n_layers, n_heads)`` mean weight of query ``t`` on key ``t - h + 1``, the token after the
+        earlier occurrence of ``x_t``, over the second half.
+    previous_token_first_half : ndarray
+        ``(n_layers, n_heads)`` mean weight of query ``s`` on key ``s - 1`` over ``s = 1 .. h - 1``: the
+        positions whose keys an induction head reads.
+
+    Examples
+    --------
+    >>> HeadScores(np.zeros((2, 1)), np.ones((2, 1)), np.zeros((2, 1))).induction.tolist()
+    [[1.0], [1.0]]
+    """
+
+    previous_token: np.ndarray  # (n_layers, n_heads): second-half queries, key t - 1
+    induction: np.ndarray  # (n_layers, n_heads): second-half queries, key t - h + 1
+    previous_token_first_half: np.ndarray  # (n_layers, n_heads): first-half queries 1 .. h - 1, key s - 1
+
+
+def head_scores(attention, half_length: int) -> HeadScores:
+    r"""Previous-token and induction scores of every head, on repeated sequences of half length ``h``.
+
+    .. math:: \text{prev} = \operatorname{mean}_{b,\; h \le t \le 2h-2} A_{b, t, t-1}, \qquad
+              \text{ind} = \operatorname{mean}_{b,\; h \le t \le 2h-2} A_{b, t, t-h+1}, \qquad
+              \text{prev}_1 = \operatorname{mean}_{b,\; 1 \le s \le h-1} A_{b, s, s-1}
+
+    The first two average over the queries of the second half (``t = h .. 2h - 2``, the positions whose
+    next token can be copied): a previous-token head puts its weight on ``t - 1``, an induction head on
+    ``t - h + 1``, the position after the earlier occurrence of ``x_t``. The third is the previous-token
+    score where the induction head needs it: at the positions ``s = t - h + 1`` of the first half whose
+    keys it reads, which must know their predecessor ``x_{s-1}``.
+
+    Parameters
+    ----------
+    attention : array_like
+        ``(n_layers, batch, n_heads, 2h - 1, 2h - 1)`` as :func:`induction_forward` returns it on
+        ``tokens[:, :-1]`` of repeated sequences.
+    half_length : int
+        ``h``.
+
+    Returns
+    -------
+    HeadScores
+        ``(previous_token, induction, previous_token_first_half)``, each ``(n_layers, n_heads)``.
+
+    Examples
+    --------
+    >>> a = np.zeros((1, 1, 1, 5, 5)); a[..., np.arange(5), np.maximum(np.arange(5) - 1, 0)] = 1
+    >>> head_scores(a, half_length=3).previous_token.tolist()                # h = 3: queries 3, 4
+    [[1.0]]
+    """
+    a = np.asarray(attention, dtype=float)  # (layers, batch, h, n, n)
+    half_length = check_positive_int(half_length, "half_length", 2)
+    n = 2 * half_length - 1
+    if a.ndim != 5 or a.shape[-2:] != (n, n):
+        raise ValueError(f"attention has shape {a.shape}; expected (n_layers, batch, n_heads, {n}, {n}) "
+                         f"for half_length = {half_length}")
+    return scores(a, half_length)
+
+
+def scores(a: np.ndarray, half_length: int) -> HeadScores:
+    """Unchecked kernel of :func:`head_scores`.
+
+    >>> scores(np.full((1, 1, 1, 3, 3), 1 / 3), 2).induction.round(3).tolist()
+    [[0.333]]
+    """
+    t = np.arange(half_length, 2 * half_length - 1)  # (h - 1,): the queries of the second half
+    s = np.arange(1, half_length)  # (h - 1,): the first half's positions that have a predecessor
+    previous = a[..., t, t - 1].mean(axis=(1, 3))  # (layers, heads)
+    induction = a[..., t, t - half_length + 1].mean(axis=(1, 3))  # (layers, heads)
+    previous_first_half = a[..., s, s - 1].mean(axis=(1, 3))  # (layers, heads)
+    return HeadScores(previous, induction, previous_first_half)
+
+
+def ablate_head(params: InductionParameters, layer: int, head: int, config: InductionConfig) -> InductionParameters:
+    r"""The weights with one head's output removed: its rows of ``W_O`` set to zero.
+
+    .. math:: W_O[i\, d_\text{head} : (i + 1)\, d_\text{head}, :] \leftarrow 0
+
+    The head still computes its attention, but nothing of it reaches the residual stream (the bias
+    ``b_O`` stays), so the loss of the ablated model shows what the head contributed.
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights (left unchanged).
+    layer : int
+        0 or 1.
+    head : int
+        ``0 .. n_heads - 1``.
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    InductionParameters
+        A copy with the head silenced.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> ablated = ablate_head(init_induction_model(config), 1, 0, config)
+    >>> bool(np.all(ablated.layers[1].self_attention.w_o == 0))
+    True
+    """
+    params, config = check_params(params, config)
+    if isinstance(layer, bool) or layer not in (0, 1):
+        raise ValueError(f"layer must be 0 or 1, got {layer!r}")
+    if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < config.n_heads:
+        raise ValueError(f"head must be an integer in 0 .. {config.n_heads - 1}, got {head!r}")
+    d_head = config.d_model // config.n_heads
+    attention = params.layers[layer].self_attention
+    w_o = attention.w_o.copy()  # (d_model, d_model)
+    w_o[head * d_head:(head + 1) * d_head] = 0  # the head's slice of the concatenated heads
+    layers = list(params.layers)
+    layers[layer] = layers[layer]._replace(self_attention=attention._replace(w_o=w_o))
+    return params._replace(layers=tuple(layers))
+
+
+def probe_measurements(params: InductionParameters, probe: np.ndarray, config: InductionConfig) -> dict:
+    """Unchecked kernel: a checkpoint's measurements on the probe: both halves' losses, the best heads' scores.
+
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8, probe_size=2, probe_half_length=3)
+    >>> sorted(probe_measurements(init_induction_model(config), probe_tokens(config), config))[0]
+    'first_half_loss'
+    """
+    logits, attention = taped(params, probe[:, :-1], config)[0]  # (batch, n, V), (layers, batch, h, n, n)
+    losses = token_losses(logits, probe[:, 1:])  # (batch, 2h - 1)
+    h = config.probe_half_length
+    found = scores(attention, h)
+    return {"first_half_loss": float(losses[:, :h - 1].mean()), "second_half_loss": float(losses[:, h:].mean()),
+            "previous_token_score": float(found.previous_token[0].max()),
+            "previous_token_score_first_half": float(found.previous_token_first_half[0].max()),
+            "induction_score": float(found.induction[1].max())}
+
+
+def emergence_step(steps, second_half_losses, vocab_size: int):
+    r"""The first checkpoint at which the probe's second-half loss is below half of ``ln V``.
+
+    .. math:: s^\ast = \min \{ s : L_2(s) < \tfrac{1}{2} \ln V \}
+
+    The probe loss is already a mean over many sequences, so no further smoothing is applied.
+
+    Parameters
+    ----------
+    steps : array_like of int
+        ``(n_checkpoints,)`` the training steps of the checkpoints, increasing.
+    second_half_losses : array_like
+        ``(n_checkpoints,)`` the probe's second-half loss at each.
+    vocab_size : int
+        ``V``.
+
+    Returns
+    -------
+    int or None
+        The step, or None if the loss never falls that low.
+
+    Examples
+    --------
+    >>> emergence_step([0, 25, 50], [3.4, 2.0, 0.3], vocab_size=32)                 # ln 32 / 2 = 1.73
+    50
+    """
+    steps = np.asarray(steps)  # (n_checkpoints,)
+    losses = np.asarray(second_half_losses, dtype=float)  # (n_checkpoints,)
+    if steps.shape != losses.shape or steps.ndim != 1:
+        raise ValueError(f"steps has shape {steps.shape} and second_half_losses {losses.shape}; "
+                         "expected two 1-D arrays of the same length")
+    below = np.flatnonzero(losses < 0.5 * math.log(check_positive_int(vocab_size, "vocab_size", 2)))
+    return int(steps[below[0]]) if below.size else None
+
+
+def half_way_step(steps, curve) -> int:
+    r"""The first checkpoint at which a rising curve reaches half of its final value.
+
+    .. math:: s_{1/2} = \min \{ s : c(s) \ge \tfrac{1}{2} c(s_\text{last}) \}
+
+    Parameters
+    ----------
+    steps : array_like of int
+        ``(n_checkpoints,)`` the steps, increasing.
+    curve : array_like
+        ``(n_checkpoints,)`` the values (a head score).
+
+    Returns
+    -------
+    int
+        The step.
+
+    Examples
+    --------
+    >>> half_way_step([0, 25, 50, 75], [0.0, 0.1, 0.5, 0.8])
+    50
+    """
+    steps = np.asarray(steps)  # (n_checkpoints,)
+    values = np.asarray(curve, dtype=float)  # (n_checkpoints,)
+    if steps.shape != values.shape or steps.ndim != 1 or steps.size == 0:
+        raise ValueError(f"steps has shape {steps.shape} and curve {values.shape}; expected two non-empty "
+                         "1-D arrays of the same length")
+    return int(steps[int(np.argmax(values >= values[-1] / 2))])
+
+
+def induction_metrics(params: InductionParameters, config: InductionConfig) -> dict:
+    """The final measurements of a trained model on the probe batch: losses, head scores, ablations.
+
+    .. math:: \\Delta L_2 = L_2(\\text{head ablated}) - L_2
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights.
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    dict
+        ``first_half_loss``, ``second_half_loss``, ``per_position_loss`` (mean over the probe of each
+        prediction), ``previous_token_scores``, ``previous_token_scores_first_half`` and
+        ``induction_scores`` (``[layer][head]``, see :func:`head_scores`),
+        ``previous_token_head`` and ``induction_head`` (the best layer-1 and layer-2 heads),
+        ``ablated_second_half_loss`` (the induction head silenced) and
+        ``ablated_previous_token_second_half_loss`` (the previous-token head silenced), and
+        ``second_half_loss_by_half_length`` (keys ``"4"`` to ``"24"``: sequences shorter and longer than
+        any seen in training).
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8, probe_size=2, probe_half_length=3)
+    >>> sorted(induction_metrics(init_induction_model(config), config))[:3]
+    ['ablated_previous_token_second_half_loss', 'ablated_second_half_loss', 'first_half_loss']
+    """
+    params, config = check_params(params, config)
+    probe, h = probe_tokens(config), config.probe_half_length
+    logits, attention = taped(params, probe[:, :-1], config)[0]  # (batch, n, V), (layers, batch, heads, n, n)
+    per_position = token_losses(logits, probe[:, 1:]).mean(axis=0)  # (2h - 1,)
+    found = scores(attention, h)
+    previous_head, induction_head = int(found.previous_token[0].argmax()), int(found.induction[1].argmax())
+
+    def second_half_without(layer: int, head: int) -> float:
+        silenced = ablate_head(params, layer, head, config)
+        return float(token_losses(taped(silenced, probe[:, :-1], config)[0].logits, probe[:, 1:])[:, h:].mean())
+
+    return {"first_half_loss": float(per_position[:h - 1].mean()), "second_half_loss": float(per_position[h:].mean()),
+            "per_position_loss": [float(value) for value in per_position],
+            "previous_token_scores": found.previous_token.tolist(), "induction_scores": found.induction.tolist(),
+            "previous_token_scores_first_half": found.previous_token_first_half.tolist(),
+            "previous_token_head": previous_head, "induction_head": induction_head,
+            "ablated_second_half_loss": second_half_without(1, induction_head),
+            "ablated_previous_token_second_half_loss": second_half_without(0, previous_head),
+            "second_half_loss_by_half_length": {str(length): _second_half_loss(params, length, config)
+                                                for length in HALF_LENGTHS}}
+
+
+def _second_half_loss(params: InductionParameters, half_length: int, config: InductionConfig) -> float:
+    """The probe-sized second-half loss at another half length (its own seeded sequences)."""
+    tokens = repeated_sequence_batch(config.probe_size, half_length, config.vocab_size, 12345 + half_length)
+    logits = taped(params, tokens[:, :-1], config)[0].logits  # (batch, 2h - 1, V)
+    return float(token_losses(logits, tokens[:, 1:])[:, half_length:].mean())

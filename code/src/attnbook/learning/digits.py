@@ -1,0 +1,174 @@
+"""Scikit-learn's 8 x 8 handwritten digits, shipped in the package's ``data/``: the images, a stratified split,
+and their patches, for the Vision Transformer (:mod:`attnbook.learning.models.vit`).
+
+``python -m tools.make_digits`` wrote ``data/digits.npz`` from scikit-learn's copy of the UCI data (E. Alpaydin
+and C. Kaynak, 1998; CC BY 4.0); reading it needs no scikit-learn.
+
+>>> images, labels = load_digits()
+>>> images.shape, int(images.max())
+((1797, 8, 8), 16)
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import NamedTuple
+
+import numpy as np
+
+from ..validation import as_float_array, check_positive_int, check_seed
+
+__all__ = ["DIGITS_FILE", "GREY_LEVELS", "DigitsSplit", "image_patches", "load_digits", "load_digits_split"]
+
+DIGITS_FILE = "digits.npz"
+GREY_LEVELS = 16  # the digits' pixels are counts 0 .. 16 of a 4 x 4 block
+
+
+class DigitsSplit(NamedTuple):
+    """The digits, split into a training and a test set.
+
+    Attributes
+    ----------
+    train_images : ndarray
+        ``(n_train, 8, 8)`` uint8 grey levels ``0 .. 16``.
+    train_labels : ndarray
+        ``(n_train,)`` uint8 digits ``0 .. 9``.
+    test_images : ndarray
+        ``(n_test, 8, 8)`` uint8.
+    test_labels : ndarray
+        ``(n_test,)`` uint8.
+
+    Examples
+    --------
+    >>> split = load_digits_split()
+    >>> split.train_images.shape, split.test_images.shape
+    ((1438, 8, 8), (359, 8, 8))
+    """
+
+    train_images: np.ndarray  # (n_train, 8, 8)
+    train_labels: np.ndarray  # (n_train,)
+    test_images: np.ndarray  # (n_test, 8, 8)
+    test_labels: np.ndarray  # (n_test,)
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The 1,797 handwritten digits shipped with the package, in scikit-learn's order.
+
+    The data are the test set of the UCI "Optical Recognition of Handwritten Digits" data set
+    (E. Alpaydin and C. Kaynak, 1998; https://doi.org/10.24432/C50P49), licensed CC BY 4.0, as bundled
+    by scikit-learn (``sklearn.datasets.load_digits``): 32 x 32 bitmaps of 43 writers, counted in
+    non-overlapping 4 x 4 blocks, giving 8 x 8 images of grey levels 0 to 16. ``python -m tools.make_digits``
+    copies them into ``attnbook/data/digits.npz``, so reading them needs neither scikit-learn nor a download.
+
+    Returns
+    -------
+    images : ndarray
+        ``(1797, 8, 8)`` uint8, grey levels ``0 .. 16``.
+    labels : ndarray
+        ``(1797,)`` uint8, the digits ``0 .. 9``.
+
+    Examples
+    --------
+    >>> images, labels = load_digits()
+    >>> images.shape, int(images.max()), labels[:10].tolist()
+    ((1797, 8, 8), 16, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
+    with resources.files("attnbook").joinpath("data", DIGITS_FILE).open("rb") as file:
+        with np.load(file) as archive:
+            return archive["images"], archive["labels"]
+
+
+def load_digits_split(test_fraction: float = 0.2, seed: int | np.random.Generator = 0) -> DigitsSplit:
+    r"""The digits split at random into training and test sets, stratified by digit.
+
+    .. math:: n_\text{test}(c) = \operatorname{round}(f \, n(c)) \quad \text{for each digit } c
+
+    Each digit's images are shuffled and the first :math:`\operatorname{round}(f\,n(c))` go to the test
+    set, so both sets hold the ten digits in the proportions of the whole; each set is then shuffled.
+
+    Parameters
+    ----------
+    test_fraction : float, optional
+        :math:`f`, in ``(0, 1)``; default 0.2.
+    seed : int or numpy Generator, optional
+        The random source of the shuffles.
+
+    Returns
+    -------
+    DigitsSplit
+        Training and test images ``(n, 8, 8)`` and labels ``(n,)``.
+
+    Examples
+    --------
+    >>> split = load_digits_split(test_fraction=0.25, seed=1)
+    >>> np.bincount(split.test_labels).tolist()
+    [44, 46, 44, 46, 45, 46, 45, 45, 44, 45]
+    """
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
+    rng = check_seed(seed)
+    images, labels = load_digits()  # (n, 8, 8), (n,)
+    test = np.zeros(labels.shape, dtype=bool)  # (n,)
+    for digit in range(10):
+        members = rng.permutation(np.flatnonzero(labels == digit))  # (n(c),)
+        test[members[: round(test_fraction * members.size)]] = True
+    train_order = rng.permutation(np.flatnonzero(~test))  # (n_train,)
+    test_order = rng.permutation(np.flatnonzero(test))  # (n_test,)
+    return DigitsSplit(images[train_order], labels[train_order], images[test_order], labels[test_order])
+
+
+def image_patches(images, patch: int) -> np.ndarray:
+    r"""Cut square images into non-overlapping ``patch x patch`` patches, row-major, each flattened row-major.
+
+    .. math:: P_{b,\, r (W/p) + c} = \operatorname{vec}\bigl(X_b[\, r p : (r+1) p,\ c p : (c+1) p \,]\bigr)
+
+    An 8 x 8 image with ``patch = 2`` gives 16 patches of 4 pixels; with ``patch = 4``, 4 patches of 16.
+    The order is that of :func:`attnbook.beyond.modalities.image_to_patches`, for a batch of grey images.
+
+    Parameters
+    ----------
+    images : array_like
+        ``(n, H, W)`` images; ``patch`` divides ``H`` and ``W``.
+    patch : int
+        :math:`p`, the side of a patch.
+
+    Returns
+    -------
+    ndarray
+        ``(n, (H / p) (W / p), p * p)`` float64: the tokens of a Vision Transformer.
+
+    Examples
+    --------
+    >>> image = np.arange(16).reshape(1, 4, 4)
+    >>> image_patches(image, 2)[0].astype(int).tolist()
+    [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]
+    """
+    images = as_float_array(images, "images")  # (n, H, W)
+    patch = check_positive_int(patch, "patch")
+    if images.ndim != 3:
+        raise ValueError(f"images must be (n, H, W), got shape {images.shape}")
+    n, height, width = images.shape
+    if height % patch or width % patch:
+        raise ValueError(f"patch = {patch} must divide the image's height and width, got {height} x {width}")
+    grid = images.reshape(n, height // patch, patch, width // patch, patch)  # (n, H/p, p, W/p, p)
+    return grid.transpose(0, 1, 3, 2, 4).reshape(n, -1, patch * patch)  # (n, (H/p)(W/p), p*p)
+
+
+def shifted(images: np.ndarray, rng: np.random.Generator, shift: int) -> np.ndarray:
+    """Unchecked kernel: each image translated by a random whole number of pixels in ``-shift .. shift`` per axis.
+
+    Pixels that leave the frame are dropped; zeros (blank paper) fill in.
+
+    >>> out = shifted(np.ones((2, 8, 8)), np.random.default_rng(0), 1)
+    >>> out.shape, float(out.max())
+    ((2, 8, 8), 1.0)
+    """
+    if shift == 0:
+        return images
+    n, side, _ = images.shape
+    padded = np.pad(images, ((0, 0), (shift, shift), (shift, shift)))  # (n, H + 2s, W + 2s)
+    rows, cols = rng.integers(0, 2 * shift + 1, size=(2, n))  # (n,), (n,): the window's corner
+    index = np.arange(side)  # (H,)
+    r = (rows[:, None] + index[None, :])[:, :, None]  # (n, H, 1)
+    c = (cols[:, None] + index[None, :])[:, None, :]  # (n, 1, W)
+    return padded[np.arange(n)[:, None, None], r, c]  # (n, H, W)

@@ -1,0 +1,479 @@
+"""A two-layer decoder-only Transformer that learns an induction head on repeated random tokens.
+
+The data (:func:`attnbook.learning.tasks.repeated_sequence_batch`): ``h`` random tokens, then the same
+``h`` tokens again. The model predicts every next token. Nothing predicts the first half, so its loss
+stays at ``ln V``; the second half can be copied, and a two-layer model learns to copy it with two
+heads that work together (Olsson et al., 2022): a **previous-token head** in layer 1 (position ``s``
+attends to ``s - 1``) and an **induction head** in layer 2 (position ``t`` finds the position after the
+earlier occurrence of its own token, and copies the token there).
+
+The layers are the package's post-norm :func:`attnbook.encoder_layer` with a causal mask, on the scaffold
+of every model (:mod:`attnbook.learning.models.scaffold`). Positions are sinusoidal, added at twice their
+usual amplitude (a sharper previous-token head in trials); the half length varies from batch to batch,
+so no head can find the copy by its position alone. The heads' scores, ablations and the emergence step
+are :mod:`attnbook.learning.analysis.induction`; which circuit forms depends on the seed.
+
+>>> config = InductionConfig(vocab_size=8, d_model=8, d_ff=8, batch_size=2, min_half_length=3,
+...                          max_half_length=3)
+>>> params = init_induction_model(config, seed=0)
+>>> tokens = induction_batch(np.random.default_rng(0), config)           # (batch, 2h)
+>>> forward = induction_forward(params, tokens[:, :-1], config)
+>>> forward.logits.shape, forward.attention.shape                       # (batch, n, V), (layers, batch, h, n, n)
+((2, 5, 8), (2, 2, 1, 5, 5))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ...masks import causal_mask
+from ...positional import sinusoidal_encoding
+from ...transformer import EncoderLayerWeights, init_encoder_layer
+from ...validation import Array, Dims, Stack, check_positive_int, check_weights
+from ..gradients import log_softmax, token_entropy
+from ..layers import embedding_vjp, encoder_layer_vjp, tied_logits_vjp
+from ..tasks import repeated_sequence_batch
+from . import scaffold
+
+__all__ = [
+    "MODEL",
+    "InductionConfig",
+    "InductionForward",
+    "InductionParameters",
+    "check_params",
+    "induction_batch",
+    "induction_forward",
+    "induction_loss_and_gradients",
+    "init_induction_model",
+    "load_induction",
+    "next_token_losses",
+    "probe_tokens",
+]
+
+
+class InductionConfig(NamedTuple):
+    """Hyperparameters of the induction model, its data and its training.
+
+    Attributes
+    ----------
+    vocab_size, min_half_length, max_half_length : int
+        The data: ``V`` tokens ``0 .. V - 1``, and the range each batch draws its half length ``h`` from.
+    d_model, n_heads, d_ff : int
+        The model: width, heads per layer, feed-forward width.
+    position_scale : float
+        The sinusoidal encodings are added to the token embeddings times this factor.
+    batch_size, n_steps, warmup : int
+        Training: sequences per batch, steps, warm-up steps of the Noam schedule.
+    max_norm : float
+        Gradients are clipped to this global norm.
+    every, probe_half_length, probe_size : int
+        The checkpoints: steps between two, and the half length and size of the fixed probe batch.
+
+    Examples
+    --------
+    >>> InductionConfig().vocab_size, InductionConfig(d_model=16).d_model
+    (32, 16)
+    """
+
+    vocab_size: int = 32
+    min_half_length: int = 8
+    max_half_length: int = 16
+    d_model: int = 64
+    n_heads: int = 1
+    d_ff: int = 64
+    position_scale: float = 2.0
+    batch_size: int = 32
+    n_steps: int = 3000
+    warmup: int = 2000
+    max_norm: float = 1.0
+    every: int = 25
+    probe_half_length: int = 12
+    probe_size: int = 128
+
+
+class InductionParameters(NamedTuple):
+    """The learned weights: token embeddings, two post-norm layers, and a separate output table.
+
+    Attributes
+    ----------
+    embedding : ndarray
+        ``(V, d_model)`` the token embeddings ``E``.
+    layers : tuple of EncoderLayerWeights
+        The two layers, applied in order with a causal mask.
+    unembedding : ndarray
+        ``(V, d_model)`` the output table ``U``: ``logits = x U^T`` (not tied to ``E``).
+
+    Examples
+    --------
+    >>> p = init_induction_model(InductionConfig(vocab_size=5, d_model=4, d_ff=8))
+    >>> p.embedding.shape, len(p.layers), p.unembedding.shape
+    ((5, 4), 2, (5, 4))
+    """
+
+    embedding: Array["vocab_size, d_model"]  # E
+    layers: Stack[EncoderLayerWeights, "n_layers"]  # two
+    unembedding: Array["vocab_size, d_model"]  # U
+
+
+class InductionForward(NamedTuple):
+    """What :func:`induction_forward` returns: ``logits, attention = ...``.
+
+    Attributes
+    ----------
+    logits : ndarray
+        ``(batch, n, V)`` the next-token scores at every position.
+    attention : ndarray
+        ``(n_layers, batch, n_heads, n, n)`` the causal self-attention weights of each layer.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> induction_forward(init_induction_model(config), np.array([[1, 2, 3]]), config).attention.shape
+    (2, 1, 1, 3, 3)
+    """
+
+    logits: np.ndarray  # (batch, n, V)
+    attention: np.ndarray  # (n_layers, batch, n_heads, n, n)
+
+
+def _checked_config(config) -> InductionConfig:
+    scaffold.check_config(config, InductionConfig, minimum={"min_half_length": 2, "max_half_length": 2,
+                                                            "probe_half_length": 2})
+    if config.min_half_length > config.max_half_length:
+        raise ValueError(f"config.min_half_length = {config.min_half_length} is larger than "
+                         f"config.max_half_length = {config.max_half_length}")
+    if config.d_model % config.n_heads or config.d_model % 2:
+        raise ValueError(f"config.d_model = {config.d_model} must be even (sinusoidal encodings) and divisible "
+                         f"by config.n_heads = {config.n_heads}")
+    return config
+
+
+def init_induction_model(config: InductionConfig, seed: int = 0) -> InductionParameters:
+    r"""Seeded initial weights: Gaussian embeddings, the package's encoder layers, a Gaussian output table.
+
+    .. math:: E_{ij} \sim \mathcal{N}(0, 1), \qquad U_{ij} \sim \mathcal{N}(0, 1 / d_\text{model})
+
+    The layers come from :func:`attnbook.init_encoder_layer` with seeds ``seed + 1`` and ``seed + 3``
+    (each uses its seed and the next one).
+
+    Parameters
+    ----------
+    config : InductionConfig
+        The sizes.
+    seed : int
+        Seed of the embeddings and the output table, and base of the layers' seeds.
+
+    Returns
+    -------
+    InductionParameters
+        The initial weights.
+
+    Examples
+    --------
+    >>> p = init_induction_model(InductionConfig(vocab_size=6, d_model=4, d_ff=8), seed=1)
+    >>> p.layers[0].self_attention.w_q.shape, p.layers[1].feed_forward.w_1.shape
+    ((4, 4), (4, 8))
+    """
+    config = _checked_config(config)
+    seed = check_positive_int(seed, "seed", 0)
+    rng = np.random.default_rng(seed)
+    embedding = rng.standard_normal((config.vocab_size, config.d_model))  # (V, d_model)
+    unembedding = rng.standard_normal((config.vocab_size, config.d_model)) / math.sqrt(config.d_model)  # (V, d)
+    layers = tuple(init_encoder_layer(config.d_model, config.d_ff, seed=seed + 1 + 2 * index) for index in range(2))
+    return InductionParameters(embedding, layers, unembedding)
+
+
+def _checked_tokens(tokens, config: InductionConfig, name: str = "tokens") -> np.ndarray:
+    tokens = np.asarray(tokens)  # (batch, n)
+    if tokens.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {tokens.dtype}; expected integer token ids")
+    if tokens.ndim != 2 or tokens.shape[1] < 1:
+        raise ValueError(f"{name} has shape {tokens.shape}; expected (batch, n) token ids")
+    outside = (tokens < 0) | (tokens >= config.vocab_size)  # (batch, n)
+    if outside.any():
+        raise ValueError(f"{name} contains the id {int(tokens[outside].flat[0])}, outside 0 .. {config.vocab_size - 1}")
+    return tokens
+
+
+def _checked_params(params, config: InductionConfig) -> InductionParameters:
+    dims = Dims(vocab_size=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"),
+                d_model=(config.d_model, f"config.d_model = {config.d_model}"), n_layers=(2, "the model has 2 layers"),
+                d_ff=(config.d_ff, f"config.d_ff = {config.d_ff}"))
+    dims.alias("d_kv", "d_model")
+    return check_weights(params, InductionParameters, "params", dims)
+
+
+def check_params(params, config: InductionConfig) -> tuple:
+    """The model's boundary, which its analyses share: the configuration and parameters that fit it, checked.
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights.
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    tuple
+        ``(params, config)``.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> check_params(init_induction_model(config)._replace(embedding=np.zeros((6, 4))), config)
+    Traceback (most recent call last):
+    ...
+    ValueError: params.embedding has shape (6, 4) but config.vocab_size = 5 and config.d_model = 4; expected (5, 4)
+    """
+    config = _checked_config(config)
+    return _checked_params(params, config), config
+
+
+def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConfig) -> tuple:
+    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(InductionForward, back)``.
+
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> out, back = taped(init_induction_model(config), np.array([[1, 2]]), config)
+    >>> back(np.ones_like(out.logits)).embedding.shape
+    (5, 4)
+    """
+    n = tokens.shape[1]
+    embedded, embedding_back = embedding_vjp.unchecked(params.embedding, tokens)  # (batch, n, d_model)
+    x = embedded + config.position_scale * sinusoidal_encoding(n, config.d_model)  # (batch, n, d_model)
+    mask = causal_mask(n)  # (n, n): position t sees 0 .. t
+    attention, backs = [], []
+    for layer in params.layers:
+        (x, weights), back = encoder_layer_vjp.unchecked(x, layer, config.n_heads, mask)  # (batch, n, d), (batch, h, n, n)
+        attention.append(weights)
+        backs.append(back)
+    logits, logits_back = tied_logits_vjp.unchecked(x, params.unembedding)  # (batch, n, V): x U^T
+
+    def back(dlogits):
+        dx, dunembedding = logits_back(dlogits)  # (batch, n, d_model), (V, d_model)
+        layer_grads = []
+        for layer_back in reversed(backs):
+            grads, dx = layer_back(dx)  # dx: (batch, n, d_model)
+            layer_grads.append(grads)
+        return InductionParameters(embedding_back(dx), tuple(reversed(layer_grads)), dunembedding)
+
+    return InductionForward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
+
+
+def induction_forward(params: InductionParameters, tokens, config: InductionConfig) -> InductionForward:
+    r"""Run the model on ``tokens``: next-token logits at every position and every layer's attention.
+
+    .. math:: X_0 = E[x] + c\,\mathrm{PE}, \quad X_\ell = \operatorname{EncoderLayer}_\ell(X_{\ell-1};
+              \text{causal}), \quad \text{logits} = X_2 U^\top
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights.
+    tokens : array_like of int
+        ``(batch, n)`` token ids in ``0 .. V - 1``; position ``t`` predicts token ``t + 1``.
+    config : InductionConfig
+        The configuration the weights were made with.
+
+    Returns
+    -------
+    InductionForward
+        ``logits`` ``(batch, n, V)`` and ``attention`` ``(2, batch, n_heads, n, n)``.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> forward = induction_forward(init_induction_model(config), np.array([[1, 2, 3]]), config)
+    >>> forward.logits.shape, bool(forward.attention[0, 0, 0, 0, 1] == 0)     # causal: 0 cannot see 1
+    ((1, 3, 5), True)
+    >>> induction_forward(init_induction_model(config), np.array([[1, 5]]), config)
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens contains the id 5, outside 0 .. 4
+    """
+    params = _checked_params(params, _checked_config(config))
+    return taped(params, _checked_tokens(tokens, config), config)[0]
+
+
+def induction_loss_and_gradients(params: InductionParameters, tokens, config: InductionConfig) -> tuple:
+    r"""Mean next-token cross-entropy of a batch of sequences, and its gradient for every weight.
+
+    .. math:: L = -\frac{1}{B (n - 1)} \sum_{b} \sum_{t=0}^{n-2} \log p_\theta(x_{b, t+1} \mid x_{b, 0..t})
+
+    The backward pass chains the vjp kernels of :mod:`attnbook.learning.layers`: the output table, the
+    two encoder layers in reverse, the embedding lookup (the sinusoidal encodings are fixed).
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights.
+    tokens : array_like of int
+        ``(batch, n)`` whole sequences; the model reads ``tokens[:, :-1]`` and predicts ``tokens[:, 1:]``.
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    tuple
+        ``(loss, grads)``: a float and an :class:`InductionParameters` of gradients.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> loss, grads = induction_loss_and_gradients(init_induction_model(config), np.array([[1, 2, 3, 1]]), config)
+    >>> grads.embedding.shape, bool(loss > 0)
+    ((5, 4), True)
+    """
+    params = _checked_params(params, _checked_config(config))
+    tokens = _checked_tokens(tokens, config)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
+    return scaffold.loss_and_gradients(MODEL, params, tokens, config)
+
+
+def next_token_losses(params: InductionParameters, tokens, config: InductionConfig) -> np.ndarray:
+    r"""The loss of every prediction: ``-log p(x_{t+1} | x_0..t)`` for each sequence and position.
+
+    .. math:: \ell_{b, t} = -\log \operatorname{softmax}(z_{b, t})_{x_{b, t+1}}
+
+    Parameters
+    ----------
+    params : InductionParameters
+        The weights.
+    tokens : array_like of int
+        ``(batch, n)`` whole sequences.
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    ndarray
+        ``(batch, n - 1)``; entry ``t - 1`` is the loss of predicting token ``t``, the layout of
+        :func:`attnbook.learning.tasks.in_context_loss`.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> next_token_losses(init_induction_model(config), np.array([[1, 2, 3, 1]]), config).shape
+    (1, 3)
+    """
+    params = _checked_params(params, _checked_config(config))
+    tokens = _checked_tokens(tokens, config)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
+    logits = taped(params, tokens[:, :-1], config)[0].logits  # (batch, n - 1, V)
+    return token_losses(logits, tokens[:, 1:])
+
+
+def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Unchecked kernel of :func:`next_token_losses`: ``-log softmax(logits)[target]`` per position.
+
+    >>> token_losses(np.zeros((1, 2, 4)), np.array([[0, 3]])).round(4).tolist()
+    [[1.3863, 1.3863]]
+    """
+    log_p = log_softmax(logits)  # (batch, n, V)
+    return -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (batch, n)
+
+
+def induction_batch(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
+    r"""One training batch: a half length drawn from the configured range, then repeated random tokens.
+
+    .. math:: h \sim \mathcal{U}\{h_\min, \dots, h_\max\}, \qquad x_{h + t} = x_t
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of the half length and the tokens.
+    config : InductionConfig
+        ``batch_size``, ``vocab_size`` and the half-length range.
+
+    Returns
+    -------
+    ndarray
+        ``(batch_size, 2h)`` int64.
+
+    Examples
+    --------
+    >>> config = InductionConfig(batch_size=2, min_half_length=3, max_half_length=3)
+    >>> tokens = induction_batch(np.random.default_rng(0), config)
+    >>> tokens.shape, bool(np.all(tokens[:, :3] == tokens[:, 3:]))
+    ((2, 6), True)
+    """
+    config = _checked_config(config)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    return draw(rng, config)
+
+
+def draw(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
+    """Unchecked kernel of :func:`induction_batch`.
+
+    >>> draw(np.random.default_rng(0), InductionConfig(batch_size=1, max_half_length=8)).shape
+    (1, 16)
+    """
+    half_length = int(rng.integers(config.min_half_length, config.max_half_length + 1))
+    return repeated_sequence_batch(config.batch_size, half_length, config.vocab_size, rng)  # (batch, 2h)
+
+
+def probe_tokens(config: InductionConfig) -> np.ndarray:
+    """The fixed probe batch of the checkpoints: ``probe_size`` sequences of half length ``probe_half_length``.
+
+    .. math:: x \\sim \\texttt{repeated\\_sequence\\_batch}(\\text{probe\\_size}, h_\\text{probe}, V, \\text{seed} = 12345)
+
+    Its seed (12345) is not the training seed, so the probe's sequences are not training batches.
+
+    Parameters
+    ----------
+    config : InductionConfig
+        ``probe_size``, ``probe_half_length`` and ``vocab_size``.
+
+    Returns
+    -------
+    ndarray
+        ``(probe_size, 2 probe_half_length)`` int64.
+
+    Examples
+    --------
+    >>> probe_tokens(InductionConfig(probe_size=4, probe_half_length=5)).shape
+    (4, 10)
+    """
+    config = _checked_config(config)
+    return repeated_sequence_batch(config.probe_size, config.probe_half_length, config.vocab_size, 12345)
+
+
+MODEL = scaffold.Model(
+    name="induction", config=InductionConfig, init=lambda config, seed: init_induction_model(config, seed),
+    forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
+    loss=lambda logits, tokens, config: token_entropy(logits, tokens[:, 1:], np.ones(tokens[:, 1:].shape, dtype=bool)),
+    batch=lambda rng, config: draw(rng, config),
+    evaluate=lambda params, config: {},  # the record's metrics are the heads': attnbook.learning.analysis.induction
+    fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
+)
+
+
+def load_induction(directory=None) -> tuple:
+    """The stored induction model: ``(params, config, record)``, read from ``attnbook/data/trained``.
+
+    .. math:: \\texttt{induction.npz}, \\texttt{induction.json} \\mapsto (\\theta, \\text{config}, \\text{record})
+
+    Parameters
+    ----------
+    directory : str or Path, optional
+        Another folder; default the package's data.
+
+    Returns
+    -------
+    tuple
+        ``(params, config, record)``: :class:`InductionParameters`, the :class:`InductionConfig` it was
+        trained with, and the training record (dict).
+
+    Examples
+    --------
+    >>> params, config, record = load_induction()
+    >>> config.vocab_size == params.embedding.shape[0], record["seed"]
+    (True, 0)
+    """
+    return scaffold.load(MODEL, directory)

@@ -1,0 +1,236 @@
+"""The one scaffold of the book's trained models: a few functions of ``(params, config)``, trained by ``fit``.
+
+A :class:`Model` says how to initialise the parameters, run the taped forward pass, score it and draw a
+training batch; :func:`loss_and_gradients` chains them, :func:`train` trains the model with
+:func:`attnbook.learning.loop.fit` (Adam, the schedule, clipping, seeded batches, the progress bar) and
+:func:`load` reads a stored one back (:mod:`attnbook.learning.store`). Every model's configuration is a
+NamedTuple checked by :func:`check_config`; its parameters a NamedTuple of arrays whose fields declare
+their layouts, checked by :func:`attnbook.validation.check_weights`.
+
+>>> from attnbook.learning.models.recall import MODEL, RecallConfig
+>>> config = RecallConfig(n_steps=3, batch_size=4)
+>>> params, record = train(MODEL, config, progress=False)
+>>> len(record["losses"]), sorted(record)
+(3, ['config', 'losses', 'metrics', 'n_steps', 'seconds', 'seed'])
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ...validation import check_positive_int
+from ..loop import fit
+from ..store import load_trained, trained_path
+
+__all__ = ["Model", "check_config", "load", "loss_and_gradients", "train"]
+
+
+class Model(NamedTuple):
+    """A trainable model: the functions the scaffold calls, each of the parameters and the configuration.
+
+    Attributes
+    ----------
+    name : str
+        The stored model's name (``data/trained/<name>.npz``); empty for a model the chapters train.
+    config : type
+        The NamedTuple of its hyperparameters.
+    init : callable
+        ``init(config, seed) -> params``.
+    forward : callable
+        ``forward(params, batch, config) -> (outputs, back)``, taped: ``outputs.logits`` are what the loss
+        scores, and ``back(d_logits)`` returns the gradient of every parameter, a tree like ``params``.
+    loss : callable
+        ``loss(logits, batch, config) -> (loss, d_logits)``.
+    batch : callable
+        ``batch(rng, config) -> batch``, a training batch drawn from ``rng``.
+    evaluate : callable
+        ``evaluate(params, config) -> dict``, the metrics of a training record.
+    fit_options : callable
+        ``fit_options(config) -> dict``, the keywords of :func:`attnbook.learning.loop.fit` (rate, clipping).
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.vit import MODEL
+    >>> MODEL.name, MODEL.config.__name__
+    ('digits_vit', 'ViTConfig')
+    """
+
+    name: str
+    config: type
+    init: Callable
+    forward: Callable
+    loss: Callable
+    batch: Callable
+    evaluate: Callable
+    fit_options: Callable
+
+
+def check_config(config, kind: type, minimum: dict | None = None, own: tuple = ()) -> NamedTuple:
+    """``config`` if it is a ``kind`` whose fields hold what their annotations say, else an error naming the field.
+
+    An ``int`` field must be an integer of at least 1 (or its entry in ``minimum``); a ``float`` field a
+    positive finite number (``float | None``: or None). Other fields, and those in ``own``, are the
+    model's own to check.
+
+    Parameters
+    ----------
+    config : NamedTuple
+        The configuration.
+    kind : type
+        The NamedTuple it must be.
+    minimum : dict, optional
+        The smallest value of an integer field, when not 1 (``{"shift": 0}``).
+    own : tuple of str, optional
+        Fields the model checks itself (a fraction in ``[0, 1)``).
+
+    Returns
+    -------
+    NamedTuple
+        ``config``.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.vit import ViTConfig
+    >>> check_config(ViTConfig(max_norm=0.0), ViTConfig)
+    Traceback (most recent call last):
+    ...
+    ValueError: config.max_norm must be a positive finite number, got 0.0
+    """
+    if not isinstance(config, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
+    minimum = minimum or {}
+    for field, annotation in kind.__annotations__.items():
+        value, name = getattr(config, field), f"config.{field}"
+        annotation = getattr(annotation, "__forward_arg__", annotation)  # a NamedTuple keeps them as ForwardRef
+        if field in own:
+            continue
+        if annotation in (int, "int"):
+            check_positive_int(value, name, minimum.get(field, 1))
+        elif annotation in (float, "float") or (annotation in ("float | None", float | None) and value is not None):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return config
+
+
+def loss_and_gradients(model: Model, params, batch, config) -> tuple:
+    """The loss of a batch and its gradient for every parameter: the taped forward, the loss, ``back``.
+
+    .. math:: (L, \\nabla_\\theta L) = (\\ell(z), \\operatorname{back}(\\partial \\ell / \\partial z)), \\qquad z = f_\\theta(\\text{batch})
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    params : NamedTuple
+        Its parameters, checked.
+    batch : object
+        A batch of ``model.batch``.
+    config : NamedTuple
+        The configuration, checked.
+
+    Returns
+    -------
+    tuple
+        ``(loss, grads)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnbook.learning.models.recall import MODEL, RecallConfig
+    >>> config = RecallConfig()
+    >>> params = MODEL.init(config, 0)
+    >>> loss, grads = loss_and_gradients(MODEL, params, MODEL.batch(np.random.default_rng(0), config), config)
+    >>> grads.w_o.shape == params.w_o.shape
+    True
+    """
+    outputs, back = model.forward(params, batch, config)
+    loss, d_logits = model.loss(outputs.logits, batch, config)
+    return loss, back(d_logits)
+
+
+def train(model: Model, config, seed: int = 0, progress: bool = True, n_steps: int | None = None, *,
+          rng=None, on_step=None) -> tuple:
+    """Train ``model.init(config, seed)`` with :func:`attnbook.learning.loop.fit`; returns ``(params, record)``.
+
+    .. math:: \\theta^\\ast = \\operatorname{fit}(\\theta_0, \\nabla L, \\text{batches})
+
+    Parameters
+    ----------
+    model : Model
+        The model.
+    config : NamedTuple
+        Its configuration, checked by the model's ``init``.
+    seed : int, optional
+        Seeds the parameters and (unless ``rng``) the batches.
+    progress : bool, optional
+        Show ``fit``'s progress bar.
+    n_steps : int, optional
+        Stop after this many steps; default ``config.n_steps``.
+    rng : numpy.random.Generator, optional
+        The generator of the batches, when not ``seed``'s.
+    on_step : callable, optional
+        ``on_step(step, params, loss)`` after every step (see :func:`attnbook.learning.loop.fit`).
+
+    Returns
+    -------
+    tuple
+        ``(params, record)``, the record a JSON-serialisable dict: ``config``, ``seed``, ``n_steps``,
+        ``losses``, ``metrics`` (``model.evaluate``) and ``seconds``.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.recall import MODEL, RecallConfig
+    >>> train(MODEL, RecallConfig(), n_steps=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_steps must be at least 1, got 0
+    """
+    total = config.n_steps if n_steps is None else check_positive_int(n_steps, "n_steps")
+    params = model.init(config, seed)
+    start = time.perf_counter()
+    params, history = fit(params, lambda p, batch: loss_and_gradients(model, p, batch, config),
+                          lambda generator: model.batch(generator, config), total,
+                          seed=seed if rng is None else rng, progress=progress, on_step=on_step,
+                          **model.fit_options(config))
+    seconds = time.perf_counter() - start
+    return params, {"config": config._asdict(), "seed": int(seed), "n_steps": int(total),
+                    "losses": [float(loss) for loss in history.losses], "metrics": model.evaluate(params, config),
+                    "seconds": round(seconds, 1)}
+
+
+def load(model: Model, directory=None) -> tuple:
+    """A stored model: ``(params, config, record)``, read from ``attnbook/data/trained/<model.name>``.
+
+    .. math:: \\texttt{name.npz}, \\texttt{name.json} \\mapsto (\\theta, \\text{config}, \\text{record})
+
+    Parameters
+    ----------
+    model : Model
+        The model (its ``name`` and ``config``).
+    directory : str or Path, optional
+        Another folder of trained models; default the package's ``data/trained``.
+
+    Returns
+    -------
+    tuple
+        ``(params, config, record)``: the parameters, the configuration they were trained with, and the
+        training record.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.induction import MODEL
+    >>> params, config, record = load(MODEL)
+    >>> record["seed"], type(config).__name__
+    (0, 'InductionConfig')
+    """
+    path = trained_path(model.name, ".json", directory)
+    if not path.exists():
+        raise FileNotFoundError(f"no trained model {model.name!r} in {path.parent}: run `make train` to make it")
+    config = model.config(**json.loads(path.read_text())["config"])  # the template's sizes
+    params, record = load_trained(model.name, model.init(config, 0), directory)
+    return params, config, record

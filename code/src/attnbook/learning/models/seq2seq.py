@@ -1,0 +1,463 @@
+r"""An encoder-decoder Transformer that learns to reverse strings.
+
+The Transformer of Vaswani et al. (2017), small: post-norm encoder and decoder layers (:mod:`attnbook.transformer`)
+and one token embedding :math:`E` shared by the source, the target and the output projection:
+
+.. math:: X_0 = \sqrt{d}\, E[\text{source}] + \mathrm{PE}, \qquad
+          Y_0 = \sqrt{d}\, E[\text{target}_\text{in}] + \mathrm{PE}, \qquad
+          \text{logits} = Y_L E^\top
+
+The encoder's self-attention and the decoder's cross-attention skip the source's padding; the decoder's
+self-attention is causal. The loss is label-smoothed cross-entropy over the real target positions, its gradient
+the layers' backward passes (:mod:`attnbook.learning.layers`), on the scaffold of every model
+(:mod:`attnbook.learning.models.scaffold`). Decoding it is :mod:`attnbook.learning.analysis.seq2seq_decoder`, its
+alignment and speed :mod:`attnbook.learning.analysis.seq2seq`.
+
+>>> config = ReversalConfig(n_symbols=4, d_model=8, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+>>> batch = reversal_batch(2, config.n_symbols, 3, 5, seed=0)
+>>> out = reversal_forward(init_reversal(config, seed=0), batch.source, batch.target_in, config)
+>>> out.logits.shape == batch.target_in.shape + (config.vocab_size,), out.cross_weights[0].shape[1]
+(True, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from ...positional import sinusoidal_encoding
+from ...transformer import DecoderLayerWeights, EncoderLayerWeights, init_decoder_layer, init_encoder_layer
+from ...multihead import check_heads
+from ...validation import Array, Dims, Stack, check_weights
+from ..gradients import token_entropy
+from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_logits_vjp
+from ..tasks import PAD, Seq2SeqBatch, check_tokens, draw_reversal, reversal_batch
+from . import scaffold
+
+__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "TrainedReversal", "check_batch",
+           "check_params", "held_out_batch", "init_reversal", "load_reversal", "reversal_forward",
+           "reversal_loss_and_gradients"]
+
+
+class ReversalConfig(NamedTuple):
+    r"""The reversal model, its task, its training and its held-out test.
+
+    Attributes
+    ----------
+    n_symbols, min_length, max_length : int
+        The task: distinct symbols (the vocabulary adds PAD, BOS, EOS), the shortest and longest source.
+    d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers : int
+        The model: width (even), heads, the feed-forward width, the depths.
+    batch_size, n_steps, warmup : int
+        Training: sequences per step, steps, warm-up steps of the Noam schedule.
+    label_smoothing, max_norm : float
+        :math:`\varepsilon` of the loss, and the global norm the gradient is clipped to.
+    test_sequences, test_seed : int
+        The held-out batch: its size and seed (the training batches come from the training seed).
+
+    Examples
+    --------
+    >>> ReversalConfig().vocab_size, ReversalConfig().d_model // ReversalConfig().n_heads
+    (13, 16)
+    """
+
+    n_symbols: int = 10
+    min_length: int = 3
+    max_length: int = 8
+    d_model: int = 32
+    n_heads: int = 2
+    d_ff: int = 64
+    n_encoder_layers: int = 2
+    n_decoder_layers: int = 2
+    batch_size: int = 64
+    n_steps: int = 3000
+    warmup: int = 200
+    label_smoothing: float = 0.1
+    max_norm: float = 1.0
+    test_sequences: int = 500
+    test_seed: int = 2026
+
+    @property
+    def vocab_size(self) -> int:
+        """PAD, BOS, EOS and the symbols."""
+        return self.n_symbols + 3
+
+
+class ReversalParameters(NamedTuple):
+    """The shared embedding (also the output projection, ``logits = y E^T``), the encoder and the decoder layers.
+
+    Attributes
+    ----------
+    embedding : ndarray
+        ``(vocab, d_model)`` :math:`E`.
+    encoder, decoder : tuple
+        The :class:`~attnbook.EncoderLayerWeights` and :class:`~attnbook.DecoderLayerWeights`, first to last.
+
+    Examples
+    --------
+    >>> init_reversal(ReversalConfig(d_model=8, d_ff=16, n_decoder_layers=1)).embedding.shape
+    (13, 8)
+    """
+
+    embedding: Array["vocab, d_model"]  # E
+    encoder: Stack[EncoderLayerWeights, "n_encoder_layers"]
+    decoder: Stack[DecoderLayerWeights, "n_decoder_layers"]
+
+
+class ReversalForward(NamedTuple):
+    """The teacher-forced forward pass: the logits and every layer's attention weights (a tuple per stack).
+
+    Attributes
+    ----------
+    logits : ndarray
+        ``(batch, n_tgt, vocab)`` scores of each target position's next token.
+    encoder_weights, self_weights, cross_weights : tuple of ndarray
+        Per layer ``(batch, h, n_src, n_src)``, ``(batch, h, n_tgt, n_tgt)`` (causal), ``(batch, h, n_tgt, n_src)``.
+
+    Examples
+    --------
+    >>> ReversalForward(np.zeros(1), (), (), ()).cross_weights
+    ()
+    """
+
+    logits: np.ndarray  # (batch, n_tgt, vocab)
+    encoder_weights: tuple  # per layer (batch, h, n_src, n_src)
+    self_weights: tuple  # per layer (batch, h, n_tgt, n_tgt)
+    cross_weights: tuple  # per layer (batch, h, n_tgt, n_src)
+
+
+def _check_config(config) -> ReversalConfig:
+    scaffold.check_config(config, ReversalConfig, minimum={"test_seed": 0}, own=("label_smoothing",))
+    check_heads(config.d_model, config.n_heads)
+    if config.d_model % 2:
+        raise ValueError(f"config.d_model = {config.d_model} is odd; sinusoidal positions need an even width")
+    if config.min_length > config.max_length:
+        raise ValueError(f"config.min_length = {config.min_length} is more than config.max_length = "
+                         f"{config.max_length}")
+    if isinstance(config.label_smoothing, bool) or not 0 <= config.label_smoothing < 1:
+        raise ValueError(f"config.label_smoothing must be a number in [0, 1), got {config.label_smoothing!r}")
+    return config
+
+
+def check_params(params, config: ReversalConfig) -> tuple:
+    """The model's boundary, which its analyses share: ``(params, config)``, checked against each other.
+
+    Parameters
+    ----------
+    params : ReversalParameters
+        The model.
+    config : ReversalConfig
+        Its configuration.
+
+    Returns
+    -------
+    tuple
+        ``(params, config)``.
+
+    Examples
+    --------
+    >>> check_params(tuple(init_reversal()), ReversalConfig())
+    Traceback (most recent call last):
+    ...
+    TypeError: params must be ReversalParameters, got tuple
+    """
+    config = _check_config(config)
+    dims = Dims(vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"),
+                **{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}")
+                   for name in ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers")})
+    dims.alias("d_kv", "d_model")
+    return check_weights(params, ReversalParameters, "params", dims), config
+
+
+def check_batch(batch, vocab_size: int) -> Seq2SeqBatch:
+    """A :class:`~attnbook.learning.tasks.Seq2SeqBatch` whose arrays fit each other, or an error naming the field.
+
+    Parameters
+    ----------
+    batch : Seq2SeqBatch
+        Sources and targets.
+    vocab_size : int
+        The model's vocabulary.
+
+    Returns
+    -------
+    Seq2SeqBatch
+        The batch, its tokens int64.
+
+    Examples
+    --------
+    >>> check_batch((1, 2), 13)
+    Traceback (most recent call last):
+    ...
+    TypeError: batch must be a Seq2SeqBatch (see reversal_batch), got tuple
+    """
+    if not isinstance(batch, Seq2SeqBatch):
+        raise TypeError(f"batch must be a Seq2SeqBatch (see reversal_batch), got {type(batch).__name__}")
+    source = check_tokens(batch.source, "source", vocab_size, real=True)  # (batch, n_src)
+    target_in = check_tokens(batch.target_in, "batch.target_in", vocab_size)  # (batch, n_tgt)
+    target_out = check_tokens(batch.target_out, "batch.target_out", vocab_size)  # (batch, n_tgt)
+    source_mask, target_mask = np.asarray(batch.source_mask), np.asarray(batch.target_mask)  # (batch, n)
+    for name, array, shape in (("target_in", target_in, (source.shape[0], target_in.shape[1])),
+                               ("target_out", target_out, target_in.shape), ("source_mask", source_mask, source.shape),
+                               ("target_mask", target_mask, target_in.shape)):
+        if array.shape != shape:
+            raise ValueError(f"batch.{name} has shape {array.shape}; expected {shape}")
+    if source_mask.dtype != bool or target_mask.dtype != bool:
+        raise TypeError("batch.source_mask and batch.target_mask must be boolean")
+    if not np.array_equal(source_mask, source != PAD):
+        raise ValueError("batch.source_mask must be True exactly on the source's real (non-PAD) tokens")
+    if not target_mask.any():
+        raise ValueError("batch.target_mask is False everywhere; the mean loss of no positions is undefined")
+    return Seq2SeqBatch(source, target_in, target_out, source_mask, target_mask)
+
+
+def init_reversal(config: ReversalConfig = ReversalConfig(), seed: int = 0) -> ReversalParameters:
+    r"""Seeded parameters: a normal embedding of variance :math:`1/d`, Glorot layers, identity norms.
+
+    .. math:: E_{ij} \sim \mathcal{N}(0, 1/d), \qquad \text{so } \sqrt{d}\, E_i \text{ has entries of variance 1}
+
+    Each layer (:func:`attnbook.init_encoder_layer`, :func:`attnbook.init_decoder_layer`) has its own seed from ``seed``.
+
+    Parameters
+    ----------
+    config : ReversalConfig, optional
+        The sizes.
+    seed : int, optional
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    ReversalParameters
+        The parameters, float64.
+
+    Examples
+    --------
+    >>> round(float(init_reversal(ReversalConfig(), seed=0).embedding.std() * 32**0.5), 1)
+    1.0
+    """
+    config = _check_config(config)
+    rng = np.random.default_rng(seed)
+    d = config.d_model
+    embedding = rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)  # (vocab, d_model)
+    seeds = rng.integers(0, 2**31, size=config.n_encoder_layers + config.n_decoder_layers)  # one per layer
+    encoder = tuple(init_encoder_layer(d, config.d_ff, seed=int(s)) for s in seeds[: config.n_encoder_layers])
+    decoder = tuple(init_decoder_layer(d, config.d_ff, seed=int(s)) for s in seeds[config.n_encoder_layers:])
+    return ReversalParameters(embedding, encoder, decoder)
+
+
+@lru_cache(maxsize=32)
+def positions(n: int, d_model: int) -> np.ndarray:
+    """Unchecked kernel: the ``(n, d_model)`` sinusoidal encodings, computed once per size (read-only).
+
+    >>> positions(3, 4).shape
+    (3, 4)
+    """
+    table = sinusoidal_encoding(n, d_model)  # (n, d_model)
+    table.setflags(write=False)
+    return table
+
+
+def _embed_tape(table: np.ndarray, tokens: np.ndarray) -> tuple:
+    d = table.shape[1]
+    x, lookup_back = embedding_vjp.unchecked(table, tokens)  # (batch, n, d)
+    return math.sqrt(d) * x + positions(tokens.shape[1], d), lambda dx: lookup_back(math.sqrt(d) * dx)
+
+
+def taped(params: ReversalParameters, source: np.ndarray, target_in: np.ndarray, n_heads: int) -> tuple:
+    """Unchecked kernel: the forward pass and ``back(dlogits)``, the gradient of every parameter.
+
+    >>> config = ReversalConfig(d_model=8, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+    >>> out, back = taped(init_reversal(config), np.array([[3, 4]]), np.array([[1, 4, 3]]), 2)
+    >>> back(np.ones_like(out.logits)).embedding.shape
+    (13, 8)
+    """
+    mask = (source != PAD)[:, None, None, :]  # (batch, 1, 1, n_src): the padding keys, for every head
+    x, source_back = _embed_tape(params.embedding, source)  # (batch, n_src, d)
+    encoder_backs, encoder_weights = [], []
+    for layer in params.encoder:
+        (x, attention), back = encoder_layer_vjp.unchecked(x, layer, n_heads, mask)  # (batch, n_src, d)
+        encoder_backs.append(back)
+        encoder_weights.append(attention)  # (batch, h, n_src, n_src)
+    memory = x  # (batch, n_src, d)
+    y, target_back = _embed_tape(params.embedding, target_in)  # (batch, n_tgt, d)
+    decoder_backs, self_weights, cross_weights = [], [], []
+    for layer in params.decoder:
+        (y, self_w, cross_w), back = decoder_layer_vjp.unchecked(y, memory, layer, n_heads, mask)  # (batch, n_tgt, d)
+        decoder_backs.append(back)
+        self_weights.append(self_w)  # (batch, h, n_tgt, n_tgt)
+        cross_weights.append(cross_w)  # (batch, h, n_tgt, n_src)
+    logits, logits_back = tied_logits_vjp.unchecked(y, params.embedding)  # (batch, n_tgt, vocab)
+
+    def back(dlogits):
+        dy, d_output = logits_back(dlogits)  # (batch, n_tgt, d), (vocab, d)
+        decoder_grads, dmemory = [], np.zeros_like(memory)  # (batch, n_src, d)
+        for layer_back in reversed(decoder_backs):
+            grads, dy, dm = layer_back(dy)  # (batch, n_tgt, d), (batch, n_src, d)
+            dmemory += dm  # the memory collects every cross-attention's key and value gradients
+            decoder_grads.append(grads)
+        d_target, encoder_grads = target_back(dy), []  # (vocab, d)
+        for layer_back in reversed(encoder_backs):
+            grads, dmemory = layer_back(dmemory)  # (batch, n_src, d)
+            encoder_grads.append(grads)
+        d_source = source_back(dmemory)  # (vocab, d)
+        return ReversalParameters(d_output + d_target + d_source, tuple(reversed(encoder_grads)),
+                                  tuple(reversed(decoder_grads)))  # the three uses of E add up
+
+    return ReversalForward(logits, tuple(encoder_weights), tuple(self_weights), tuple(cross_weights)), back
+
+
+def reversal_forward(params: ReversalParameters, source, target_in, config: ReversalConfig) -> ReversalForward:
+    r"""The teacher-forced forward pass: next-token logits at every target position, and every attention map.
+
+    .. math:: M = \operatorname{Enc}\bigl(\sqrt{d}\, E[s] + \mathrm{PE}\bigr), \qquad
+              \text{logits} = \operatorname{Dec}\bigl(\sqrt{d}\, E[y_\text{in}] + \mathrm{PE},\ M\bigr)\, E^\top
+
+    Parameters
+    ----------
+    params : ReversalParameters
+        The model (:func:`init_reversal`, :func:`load_reversal`).
+    source : array_like of int
+        ``(batch, n_src)`` source tokens, PAD (0) after each string; the padding is masked.
+    target_in : array_like of int
+        ``(batch, n_tgt)`` the decoder's input: BOS, then the target so far.
+    config : ReversalConfig
+        Its configuration.
+
+    Returns
+    -------
+    ReversalForward
+        Logits ``(batch, n_tgt, vocab)`` and the attention weights of every layer.
+
+    Examples
+    --------
+    >>> trained = load_reversal()
+    >>> batch = reversal_batch(1, 10, 5, 5, seed=3)
+    >>> out = reversal_forward(trained.params, batch.source, batch.target_in, trained.config)
+    >>> bool(np.array_equal(out.logits.argmax(axis=-1), batch.target_out))
+    True
+    """
+    params, config = check_params(params, config)
+    source = check_tokens(source, "source", config.vocab_size, real=True)  # (batch, n_src)
+    target_in = check_tokens(target_in, "target_in", config.vocab_size)  # (batch, n_tgt)
+    if target_in.shape[0] != source.shape[0]:
+        raise ValueError(f"source has {source.shape[0]} rows but target_in has {target_in.shape[0]}")
+    return taped(params, source, target_in, config.n_heads)[0]
+
+
+def reversal_loss_and_gradients(params: ReversalParameters, batch: Seq2SeqBatch, config: ReversalConfig) -> tuple:
+    r"""The label-smoothed cross-entropy of a batch, and its gradient for every parameter (:func:`taped`'s ``back``).
+
+    .. math:: L = \frac{1}{|M|} \sum_{(b, i) \in M} \Bigl(-(1 - \varepsilon) \log p_{b i, t_{b i}}
+              - \frac{\varepsilon}{V} \sum_{v} \log p_{b i v}\Bigr), \qquad
+              \frac{\partial L}{\partial E} = dZ^\top Y_L + \sqrt{d}\,\bigl(\textstyle\sum dY_0 + \sum dX_0\bigr)
+
+    over the real target positions :math:`M`; the three uses of :math:`E` add up.
+
+    Parameters
+    ----------
+    params : ReversalParameters
+        The model.
+    batch : Seq2SeqBatch
+        A batch of :func:`attnbook.learning.tasks.reversal_batch`.
+    config : ReversalConfig
+        Its configuration.
+
+    Returns
+    -------
+    tuple
+        ``(loss, grads)``, ``grads`` a :class:`ReversalParameters`.
+
+    Examples
+    --------
+    >>> config = ReversalConfig(d_model=8, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+    >>> loss, grads = reversal_loss_and_gradients(init_reversal(config), reversal_batch(4, 10, 3, 8), config)
+    >>> 2.0 < loss < 4.0, grads.encoder[0].self_attention.w_q.shape
+    (True, (8, 8))
+    """
+    params, config = check_params(params, config)
+    return scaffold.loss_and_gradients(MODEL, params, check_batch(batch, config.vocab_size), config)
+
+
+class TrainedReversal(NamedTuple):
+    """The stored model, as :func:`attnbook.learning.models.scaffold.load` reads it.
+
+    Attributes
+    ----------
+    params, config, record
+        :class:`ReversalParameters`, the :class:`ReversalConfig` it was trained with, the training record.
+
+    Examples
+    --------
+    >>> load_reversal().config.d_model
+    32
+    """
+
+    params: ReversalParameters
+    config: ReversalConfig
+    record: dict
+
+
+def held_out_batch(config: ReversalConfig) -> Seq2SeqBatch:
+    """The held-out batch of ``config``: ``test_sequences`` sources of seed ``test_seed``, never a training batch.
+
+    Parameters
+    ----------
+    config : ReversalConfig
+        The configuration.
+
+    Returns
+    -------
+    Seq2SeqBatch
+        A batch of :func:`attnbook.learning.tasks.reversal_batch`.
+
+    Examples
+    --------
+    >>> held_out_batch(ReversalConfig(test_sequences=3)).source.shape[0]
+    3
+    """
+    return reversal_batch(config.test_sequences, config.n_symbols, config.min_length, config.max_length,
+                          seed=config.test_seed)
+
+
+def _evaluate(params: ReversalParameters, config: ReversalConfig) -> dict:
+    batch = held_out_batch(config)
+    out = taped(params, batch.source, batch.target_in, config.n_heads)[0]
+    hits = out.logits.argmax(axis=-1) == batch.target_out  # (batch, n_tgt)
+    test_loss = token_entropy(out.logits, batch.target_out, batch.target_mask, 0.0)[0]
+    return {"token_accuracy": float(hits[batch.target_mask].mean()), "test_loss": float(test_loss)}
+
+
+MODEL = scaffold.Model(
+    name="reversal", config=ReversalConfig, init=lambda config, seed: init_reversal(config, seed),
+    forward=lambda params, batch, config: taped(params, batch.source, batch.target_in, config.n_heads),
+    loss=lambda logits, batch, config: token_entropy(logits, batch.target_out, batch.target_mask,
+                                                     float(config.label_smoothing)),
+    batch=lambda rng, c: draw_reversal(rng, c.batch_size, c.n_symbols, c.min_length, c.max_length),
+    evaluate=_evaluate,
+    fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm},
+)
+
+
+def load_reversal(directory=None) -> TrainedReversal:
+    """The stored reversal model (``data/trained/reversal.npz``) with its configuration and record.
+
+    Parameters
+    ----------
+    directory : str or Path, optional
+        Another folder of trained models; see :func:`attnbook.learning.models.scaffold.load`.
+
+    Returns
+    -------
+    TrainedReversal
+        ``params``, ``config`` and ``record``.
+
+    Examples
+    --------
+    >>> trained = load_reversal()
+    >>> trained.record["metrics"]["accuracy"] >= 0.99, len(trained.params.decoder)
+    (True, 2)
+    """
+    return TrainedReversal(*scaffold.load(MODEL, directory))

@@ -1,0 +1,112 @@
+"""The stored models: what ``make train`` runs for each, and what its record says of it.
+
+Each run is :func:`attnbook.learning.models.scaffold.train` of the model, from seed 0, followed by the
+measurements of its analysis that the chapters quote from the record: the reversal model's greedy accuracy,
+cross-attention alignment and decoding speed; the Vision Transformer's position similarity by distance; the
+induction model's heads, ablations and emergence, measured on a probe batch during training too.
+``python -m tools.train NAME`` stores the result with :func:`attnbook.learning.store.save_trained`.
+
+>>> sorted(STORED)
+['digits_vit', 'induction', 'reversal']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..validation import check_positive_int
+from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements
+from .analysis.seq2seq import cross_attention_alignment, time_decoding
+from .analysis.seq2seq_decoder import exact_matches
+from .analysis.vit import position_similarity, similarity_by_distance
+from .models import induction, scaffold, seq2seq, vit
+
+__all__ = ["STORED", "train"]
+
+
+def _reversal(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    config = seq2seq.ReversalConfig()
+    params, record = scaffold.train(seq2seq.MODEL, config, seed, progress, n_steps)
+    batch = seq2seq.held_out_batch(config)
+    alignment = cross_attention_alignment(params, batch, config)
+    record["metrics"].update(accuracy=float(exact_matches(params, batch, config.n_heads).mean()),
+                             alignment=alignment.agreement.tolist(), alignment_weight=alignment.weight.tolist(),
+                             clearest_head={"layer": alignment.clearest[0], "head": alignment.clearest[1]},
+                             final_loss=float(np.mean(record["losses"][-50:])))
+    speeds = {"trained_64_sequences_8_tokens": time_decoding(params, config, 64, 8, 3, seed),
+              "untrained_64_sequences_32_tokens": time_decoding(seq2seq.init_reversal(config, seed), config, 64, 32,
+                                                                3, seed)}
+    record["decoding_speed"] = {name: speed._asdict() for name, speed in speeds.items()}  # this machine's
+    return params, record
+
+
+def _vit(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    config = vit.ViTConfig()
+    params, record = scaffold.train(vit.MODEL, config, seed, progress, n_steps)
+    by_distance = similarity_by_distance(position_similarity(params), config.image_side // config.patch)
+    record["metrics"].update(position_similarity_by_distance=[float(m) for m in by_distance],
+                             final_loss=float(np.mean(record["losses"][-100:])))
+    return params, record
+
+
+def _induction(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    config = induction.InductionConfig()
+    total = config.n_steps if n_steps is None else check_positive_int(n_steps, "n_steps")
+    probe, checkpoints = induction.probe_tokens(config), {"step": []}
+
+    def checkpoint(step: int, params) -> None:  # the probe's measurements, every config.every steps
+        checkpoints["step"].append(step)
+        for key, value in probe_measurements(params, probe, config).items():
+            checkpoints.setdefault(key, []).append(value)
+
+    checkpoint(0, induction.MODEL.init(config, seed))
+    params, record = scaffold.train(induction.MODEL, config, seed, progress, total, on_step=lambda step, p, _: (
+        checkpoint(step, p) if step % config.every == 0 or step == total else None))
+    metrics = record["metrics"] = induction_metrics(params, config)
+    metrics["emergence_step"] = emergence_step(checkpoints["step"], checkpoints["second_half_loss"], config.vocab_size)
+    for name in ("previous_token_score", "previous_token_score_first_half", "induction_score"):
+        metrics[f"{name}_half_step"] = half_way_step(checkpoints["step"], checkpoints[name])
+    record["checkpoints"] = checkpoints
+    return params, record
+
+
+# name -> its run: (seed, progress, n_steps) -> (params, record)
+STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction}
+
+
+def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
+    """Train the stored model ``name`` from ``seed``; returns ``(params, record)`` for ``save_trained``.
+
+    .. math:: \\theta^\\ast = \\operatorname{fit}(\\theta_0, \\nabla L, \\text{batches}), \\qquad
+              \\text{record} = \\text{metrics}(\\theta^\\ast)
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"`` or ``"induction"``.
+    seed : int, optional
+        Seeds the parameters and the batches; default 0, the stored models'.
+    progress : bool, optional
+        Show the progress bar.
+    n_steps : int, optional
+        Stop after this many steps (a shortened run); default the configuration's.
+
+    Returns
+    -------
+    tuple
+        ``(params, record)``: the parameters and a JSON-serialisable record (``config``, ``seed``, ``n_steps``,
+        ``losses``, ``metrics``, ``seconds`` and the model's own fields).
+
+    Examples
+    --------
+    >>> params, record = train("reversal", progress=False, n_steps=2)
+    >>> len(record["losses"]), record["config"]["d_model"], "decoding_speed" in record
+    (2, 32, True)
+    >>> train("gpt")
+    Traceback (most recent call last):
+    ...
+    ValueError: no stored model 'gpt'; the stored models are ['digits_vit', 'induction', 'reversal']
+    """
+    if name not in STORED:
+        raise ValueError(f"no stored model {name!r}; the stored models are {sorted(STORED)}")
+    return STORED[name](seed, progress, n_steps)

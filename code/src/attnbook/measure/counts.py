@@ -1,0 +1,388 @@
+"""The book's closed-form counts of work and reach: multiply-adds, score pairs, sequential steps, path lengths.
+
+The chapters compare layers by what they cost and how far information travels through them. Every
+such number is a closed-form count, and this module holds all of them, grouped by what they count:
+
+- multiply-adds of a forward pass (``self_attention_macs``, ``rnn_macs``, ``conv1d_macs``,
+  ``restricted_attention_macs``, ``decode_multiply_adds``), checked by doing in :mod:`attnbook.measure.counted`;
+- (query, key) pairs that get a score under a full, causal or banded mask (``attention_pair_count``);
+- sequential operations and path lengths of each kind of layer (``sequential_operations``,
+  ``path_length``), in the one vocabulary of layer kinds ``LAYER_KINDS``;
+- and, in :mod:`attnbook.measure.parameters`, learned parameters and the bytes of a key-value cache.
+
+Every count (here and in :mod:`attnbook.measure.parameters`) is an exact Python integer, so long sequences do not overflow.
+
+Examples
+--------
+>>> self_attention_macs(n=4, d=8)          # 3 n d^2 (projections) + 2 n^2 d (scores and weighted sum)
+1024
+>>> attention_pair_count(1000), attention_pair_count(1000, window=50)
+(1000000, 98450)
+>>> path_length("recurrent", 9), path_length("convolutional", 9, reach=2), path_length("self-attention", 9)
+(10, 5, 1)
+"""
+
+from __future__ import annotations
+
+from ..validation import check_bool, check_positive_int
+
+__all__ = [
+    "DECODE_STRATEGIES",
+    "LAYER_KINDS",
+    "attention_pair_count",
+    "conv1d_macs",
+    "decode_multiply_adds",
+    "path_length",
+    "restricted_attention_macs",
+    "rnn_macs",
+    "self_attention_macs",
+    "sequential_operations",
+]
+
+#: The kinds of sequence layer the book compares: the rows of Table 1 of "Attention Is All You Need",
+#: with the convolution split into contiguous and dilated kernels. Every function here that takes a
+#: ``kind`` takes one of these.
+LAYER_KINDS = ("self-attention", "restricted self-attention", "recurrent", "convolutional",
+               "dilated convolutional")
+
+#: The three ways of decoding token by token that ``decode_multiply_adds`` counts (the strategies of
+#: ``attnbook.kv_cache.decode``).
+DECODE_STRATEGIES = ("cache", "recompute_kv", "recompute_all")
+
+
+def _checked_kind(kind) -> str:
+    if kind not in LAYER_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(repr(k) for k in LAYER_KINDS)}; got {kind!r}")
+    return kind
+
+
+# --- (query, key) pairs ---------------------------------------------------------------------------
+
+
+def attention_pair_count(n: int, window: int | None = None, causal: bool = False) -> int:
+    r"""Number of (query, key) pairs of ``n`` positions that a mask lets attend, in closed form.
+
+    With ``w = min(window, n - 1)``, the count is the number of True entries of the mask:
+
+    .. math::
+
+        \text{full: } n^2, \qquad \text{causal: } \frac{n (n + 1)}{2}, \qquad
+        \text{band } |i - j| \le w: \; n (2w + 1) - w (w + 1), \qquad
+        \text{causal band: } n (w + 1) - \frac{w (w + 1)}{2}.
+
+    Each row of the band keeps up to ``2w + 1`` keys, and the ``w`` rows at each end lose
+    ``1 + 2 + ... + w`` of them. No mask is built, so the count works for any length; it grows like
+    ``n w`` for a band and like ``n^2`` without one. Multiply by ``d_k`` for the multiply-adds of
+    ``Q K^T``, or by the bytes per number for the memory of the score matrix.
+
+    Parameters
+    ----------
+    n : int
+        Number of positions (queries and keys), at least 1.
+    window : int or None, optional
+        Reach of the band on each side, at least 0 (the mask ``attnbook.banded_mask(n, window)``);
+        ``None`` (the default) for no band.
+    causal : bool, optional
+        Keep only keys at or before the query (``attnbook.causal_mask``). Default False.
+
+    Returns
+    -------
+    int
+        The number of allowed pairs.
+
+    Examples
+    --------
+    >>> attention_pair_count(4), attention_pair_count(4, causal=True)
+    (16, 10)
+    >>> attention_pair_count(4, window=1), attention_pair_count(4, window=1, causal=True), attention_pair_count(4, window=9)
+    (10, 7, 16)
+    >>> attention_pair_count(4, window=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: window must be at least 0, got -1
+    """
+    n = check_positive_int(n, "n")
+    causal = check_bool(causal, "causal")
+    w = n - 1 if window is None else min(check_positive_int(window, "window", minimum=0), n - 1)
+    if causal:
+        return n * (w + 1) - w * (w + 1) // 2
+    return n * (2 * w + 1) - w * (w + 1)
+
+
+# --- multiply-adds, in closed form ----------------------------------------------------------------
+
+
+def self_attention_macs(n: int, d: int, projections: bool = True) -> int:
+    r"""Multiply-adds of one self-attention head with ``d_model = d_k = d_v = d`` on ``n`` positions.
+
+    .. math:: \underbrace{3 n d^2}_{X W_Q,\, X W_K,\, X W_V} + \underbrace{n^2 d}_{Q K^T}
+              + \underbrace{n^2 d}_{A V}
+
+    The projections are left out with ``projections=False``, as in Table 1 of the Transformer paper.
+    The ``n^2`` exponentials of the softmax are not multiply-adds and are not counted.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of positions and width of every vector, each at least 1.
+    projections : bool, optional
+        Count the three projections (default True) or only the attention core.
+
+    Returns
+    -------
+    int
+        The number of multiply-adds.
+
+    Examples
+    --------
+    >>> self_attention_macs(3, 2), self_attention_macs(3, 2, projections=False)   # 36 + 36, 2 * 3^2 * 2
+    (72, 36)
+    >>> self_attention_macs(0, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be at least 1, got 0
+    """
+    n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
+    core = 2 * n * n * d
+    return core + 3 * n * d * d if check_bool(projections, "projections") else core
+
+
+def rnn_macs(n: int, d_in: int, d_h: int | None = None) -> int:
+    r"""Multiply-adds of the recurrent layer ``attnbook.rnn_forward`` on ``n`` positions.
+
+    .. math:: \underbrace{n\, d_{in} d_h}_{x_t W_x} + \underbrace{n\, d_h^2}_{h_{t-1} W_h}
+
+    Parameters
+    ----------
+    n, d_in : int
+        Number of positions and input width, each at least 1.
+    d_h : int or None, optional
+        Width of the state; defaults to ``d_in``.
+
+    Returns
+    -------
+    int
+        The number of multiply-adds.
+
+    Examples
+    --------
+    >>> rnn_macs(3, 2), rnn_macs(3, 2, 5)
+    (24, 105)
+    """
+    n, d_in = check_positive_int(n, "n"), check_positive_int(d_in, "d_in")
+    d_h = d_in if d_h is None else check_positive_int(d_h, "d_h")
+    return n * d_in * d_h + n * d_h * d_h
+
+
+def conv1d_macs(n: int, d_in: int, k: int, d_out: int | None = None) -> int:
+    """Multiply-adds of a 1-D convolution with kernel width ``k`` computed densely: ``k n d_in d_out``.
+
+    Every position multiplies ``k`` inputs, the zero padding beyond the ends included, by a
+    ``(d_in, d_out)`` matrix each. ``counted_conv1d`` performs exactly this many;
+    ``attnbook.beyond.modalities.conv1d`` skips the products with the padding and so performs a few fewer
+    near the ends of the sequence.
+
+    Parameters
+    ----------
+    n, d_in, k : int
+        Number of positions, input width and kernel width, each at least 1.
+    d_out : int or None, optional
+        Output width; defaults to ``d_in``.
+
+    Returns
+    -------
+    int
+        The number of multiply-adds.
+
+    Examples
+    --------
+    >>> conv1d_macs(3, 2, k=2), conv1d_macs(3, 2, k=2, d_out=1)
+    (24, 12)
+    """
+    n, d_in, k = check_positive_int(n, "n"), check_positive_int(d_in, "d_in"), check_positive_int(k, "k")
+    d_out = d_in if d_out is None else check_positive_int(d_out, "d_out")
+    return k * n * d_in * d_out
+
+
+def restricted_attention_macs(n: int, d: int, window: int) -> int:
+    r"""Multiply-adds of scores and weighted sum when only the band ``|i - j| <= window`` is computed.
+
+    .. math:: 2 d \cdot \#\{(i, j) : |i - j| \le w\} = 2 d \big(n (2w + 1) - w (w + 1)\big)
+
+    Away from the ends each query has ``r = 2 window + 1`` keys, so the count is close to
+    ``2 r n d``; Table 1 of the Transformer paper writes it O(r n d). (Self-attention with a banded
+    *mask* still computes all ``n^2`` scores and then discards most of them.)
+
+    Parameters
+    ----------
+    n, d : int
+        Number of positions and width of queries, keys and values, each at least 1.
+    window : int
+        Reach of the band on each side, at least 0.
+
+    Returns
+    -------
+    int
+        The number of multiply-adds.
+
+    Examples
+    --------
+    >>> restricted_attention_macs(5, 2, window=1)   # 2 * d * (13 allowed pairs)
+    52
+    """
+    d = check_positive_int(d, "d")
+    return 2 * d * attention_pair_count(n, window=window)
+
+
+def decode_multiply_adds(t: int, d_model: int, d_k: int, d_v: int, strategy: str = "cache",
+                         batch: int = 1) -> int:
+    r"""Multiply-adds of decoding ``t`` tokens one at a time with one causal self-attention head.
+
+    With ``P = d_model (2 d_k + d_v)`` (the three projections of one token) and
+    ``T_2 = t (t + 1) / 2``:
+
+    .. math::
+
+        \text{cache: } t P + (d_k + d_v) T_2, \qquad
+        \text{recompute\_kv: } t\, d_{model} d_k + (d_{model} (d_k + d_v) + d_k + d_v) T_2,
+
+        \text{recompute\_all: } P T_2 + (d_k + d_v) \frac{t (t + 1) (2t + 1)}{6}.
+
+    The cache grows like ``(d_k + d_v) t^2 / 2``; recomputing everything like ``(d_k + d_v) t^3 / 3``.
+    ``attnbook.kv_cache.decode`` counts the same products as it performs them.
+
+    Parameters
+    ----------
+    t : int
+        Number of tokens decoded, at least 0.
+    d_model, d_k, d_v : int
+        Width of the tokens, of queries and keys, and of values, each at least 1.
+    strategy : str, optional
+        One of ``DECODE_STRATEGIES``: ``"cache"`` (default), ``"recompute_kv"``, ``"recompute_all"``.
+    batch : int, optional
+        Number of sequences decoded together, at least 0. Default 1.
+
+    Returns
+    -------
+    int
+        The number of multiply-adds.
+
+    Examples
+    --------
+    >>> decode_multiply_adds(5, 8, 4, 4, "cache"), decode_multiply_adds(5, 8, 4, 4, "recompute_all")
+    (600, 1880)
+    >>> decode_multiply_adds(5, 8, 4, 4, "lazy")
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy must be one of ('cache', 'recompute_kv', 'recompute_all'), got 'lazy'
+    """
+    t = check_positive_int(t, "t", minimum=0)
+    d_model = check_positive_int(d_model, "d_model")
+    d_k = check_positive_int(d_k, "d_k")
+    d_v = check_positive_int(d_v, "d_v")
+    batch = check_positive_int(batch, "batch", minimum=0)
+    if strategy not in DECODE_STRATEGIES:
+        raise ValueError(f"strategy must be one of {DECODE_STRATEGIES}, got {strategy!r}")
+    per_token = d_model * (2 * d_k + d_v)
+    pairs = t * (t + 1) // 2  # sum of s for s = 1 .. t
+    squares = t * (t + 1) * (2 * t + 1) // 6  # sum of s^2 for s = 1 .. t
+    if strategy == "cache":
+        count = t * per_token + (d_k + d_v) * pairs
+    elif strategy == "recompute_kv":
+        count = t * d_model * d_k + (d_model * (d_k + d_v) + d_k + d_v) * pairs
+    else:
+        count = per_token * pairs + (d_k + d_v) * squares
+    return batch * count
+
+
+def sequential_operations(kind: str, n: int) -> int:
+    """Operations of one layer on ``n`` positions that must run one after another.
+
+    A recurrent layer needs ``n`` (state ``t`` needs state ``t - 1``); every other kind in
+    ``LAYER_KINDS`` computes all positions at once, so 1.
+
+    Parameters
+    ----------
+    kind : str
+        One of ``LAYER_KINDS``.
+    n : int
+        Number of positions, at least 1.
+
+    Returns
+    -------
+    int
+        ``n`` for ``"recurrent"``, otherwise 1.
+
+    Examples
+    --------
+    >>> sequential_operations("recurrent", 7), sequential_operations("convolutional", 7)
+    (7, 1)
+    """
+    _checked_kind(kind)
+    n = check_positive_int(n, "n")
+    return n if kind == "recurrent" else 1
+
+
+def path_length(kind: str, distance: int, reach: int | None = None) -> int:
+    r"""Sequential steps that carry information from one input to an output ``distance`` positions away.
+
+    A step is one layer of a stack, or, for a recurrent layer, one step of the recurrence. With
+    ``D = distance`` and ``r = reach`` (how many positions one layer bridges):
+
+    .. math::
+
+        \text{self-attention: } 1, \qquad \text{recurrent: } D + 1, \qquad
+        \text{convolutional, restricted self-attention: } \max\!\big(1, \lceil D / r \rceil\big),
+
+        \text{dilated convolutional: the smallest } L \ge 1 \text{ with } (r + 1)^L > D.
+
+    The recurrent layer reads the input at one step and carries it through ``D`` more. A causal
+    convolution of kernel width ``k`` bridges ``r = k - 1`` positions, a centred one of width
+    ``2r + 1`` bridges ``r`` on each side, and restricted self-attention with a band of
+    ``window`` bridges ``r = window``. A dilated stack of kernel width ``k = r + 1`` and dilations
+    ``1, k, k^2, ...`` reaches ``k^L - 1`` positions with ``L`` layers, hence ``ceil(log_k (D + 1))``.
+    On a sequence of ``n`` positions, the longest path has ``D = n - 1``.
+
+    Parameters
+    ----------
+    kind : str
+        One of ``LAYER_KINDS``.
+    distance : int
+        How many positions apart the input and the output are, at least 0.
+    reach : int or None, optional
+        Positions bridged by one layer, at least 1; needed for the convolutions and restricted
+        self-attention, ignored by the others.
+
+    Returns
+    -------
+    int
+        The number of sequential steps, at least 1.
+
+    Examples
+    --------
+    >>> [path_length(kind, 99) for kind in ("recurrent", "self-attention")]
+    [100, 1]
+    >>> path_length("convolutional", 99, reach=2), path_length("restricted self-attention", 99, reach=10)
+    (50, 10)
+    >>> [path_length("dilated convolutional", n - 1, reach=2) for n in (1, 3, 4, 9, 10, 1000)]
+    [1, 1, 2, 2, 3, 7]
+    >>> path_length("convolutional", 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: kind 'convolutional' needs reach=, the number of positions one layer bridges
+    """
+    _checked_kind(kind)
+    distance = check_positive_int(distance, "distance", minimum=0)
+    if kind == "self-attention":
+        return 1
+    if kind == "recurrent":
+        return distance + 1
+    if reach is None:
+        raise ValueError(f"kind {kind!r} needs reach=, the number of positions one layer bridges")
+    reach = check_positive_int(reach, "reach")
+    if kind == "dilated convolutional":
+        layers, bridged = 1, reach  # after L layers of kernel width k = reach + 1: k**L - 1 positions
+        while bridged < distance:
+            layers, bridged = layers + 1, (bridged + 1) * (reach + 1) - 1
+        return layers
+    return max(1, -(-distance // reach))

@@ -1,0 +1,264 @@
+"""The notebooks the book hands out read like its pages (tools/extensions/reader_notebooks.py).
+
+Every notebook a learner can get is checked where they get it: each page's download (``_sources/``), the
+JupyterLite site's files, the notebooks zip, and the branch `make publish` pushes for the Colab and Binder
+buttons (laid out here from the built site, as tools/publish.py does). In each, no Markdown cell shows a MyST
+role, directive fence, target or equation label; every link leads to a built page and anchor of the website,
+or to a notebook and anchor of the same collection (or outside the book); the code cells are the paired
+notebook's, which strict nbval checks. Against each chapter's page: every number the page glues appears, in
+order, in the notebook's Markdown; theorems, exercises and equations carry the page's numbers; every solution
+is folded; every figure the page shows is drawn.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import posixpath
+import re
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import nbformat
+import pytest
+import yaml
+
+from tools import ROOT
+from tools.built_site import HTML, PageLinks
+from tools.execution import notebook_sources
+from tools.extensions.book_pdf import PDF_NAME
+from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
+from tools.extensions.reader_notebooks import SOLUTION_IN_CODE, notebook_raw_myst
+
+BASE_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["baseurl"]
+PAGES = sorted(source.relative_to(ROOT).with_suffix("").as_posix() for source in notebook_sources())
+CHAPTERS = [page for page in PAGES if page.startswith("chapters/")]
+COLLECTIONS = ("page downloads", "JupyterLite", "notebooks zip", "launch branch")
+LINK = re.compile(r"\]\((?P<url>[^)\s]+)\)|\bhref=\"(?P<href>[^\"]+)\"")
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+def read(data: str) -> nbformat.NotebookNode:
+    return nbformat.reads(data, as_version=4)
+
+
+@pytest.fixture(scope="module")
+def collections(tmp_path_factory) -> dict[str, dict[str, nbformat.NotebookNode]]:
+    """Each place that hands notebooks out: {path inside it: notebook}."""
+    from tools.publish import launch_folder
+
+    downloads = HTML / "_sources"
+    lite = HTML / "lite" / "files"
+    launch = launch_folder(HTML, tmp_path_factory.mktemp("launch") / "branch")
+    with zipfile.ZipFile(HTML / NOTEBOOKS_ZIP) as archive:
+        zipped = {name: read(archive.read(name).decode("utf-8")) for name in archive.namelist()
+                  if name.endswith(".ipynb")}
+    return {
+        "page downloads": {p.relative_to(downloads).as_posix(): read(p.read_text("utf-8")) for p in downloads.rglob("*.ipynb")},
+        "JupyterLite": {p.relative_to(lite).as_posix(): read(p.read_text("utf-8")) for p in lite.rglob("*.ipynb")},
+        "notebooks zip": zipped,
+        "launch branch": {p.relative_to(launch).as_posix(): read(p.read_text("utf-8")) for p in launch.rglob("*.ipynb")},
+    }
+
+
+def markdown(notebook) -> str:
+    return "\n\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+
+
+def test_each_place_hands_out_every_notebook_it_should(collections):
+    assert sorted(collections["page downloads"]) == [f"{page}.ipynb" for page in PAGES]
+    assert sorted(collections["launch branch"]) == [f"{page}.ipynb" for page in PAGES]
+    assert sorted(collections["notebooks zip"]) == [f"{page}.ipynb" for page in CHAPTERS]
+    assert sorted(collections["JupyterLite"]) == sorted(f"{Path(page).name}.ipynb" for page in CHAPTERS)
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_no_markdown_cell_handed_out_shows_a_myst_role_or_directive(collections, place):
+    found = {path: notebook_raw_myst(notebook)[:3] for path, notebook in collections[place].items()}
+    assert {path: raw for path, raw in found.items() if raw} == {}
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_every_code_cell_is_the_paired_notebooks_which_nbval_checks(collections, place):
+    differ = []
+    for path, notebook in collections[place].items():
+        page = next(page for page in PAGES if path in (f"{page}.ipynb", f"{Path(page).name}.ipynb"))
+        paired = nbformat.read(ROOT / f"{page}.ipynb", as_version=4)
+        ours = [(c.source, sorted(c.metadata.get("tags", []))) for c in notebook.cells if c.cell_type == "code"]
+        theirs = [(c.source, sorted(c.metadata.get("tags", []))) for c in paired.cells if c.cell_type == "code"]
+        if ours != theirs:
+            differ.append(path)
+    assert differ == [], f"code cells that differ from the paired notebook's: {differ}"
+
+
+def anchors(notebook) -> set[str]:
+    return set(ANCHOR.findall(markdown(notebook)))
+
+
+@functools.lru_cache(maxsize=None)
+def page_ids(target: Path) -> frozenset[str]:
+    """The element ids of a built page, each page parsed once."""
+    return frozenset(PageLinks.of(target.read_text(encoding="utf-8")).ids)
+
+
+def broken_link(url: str, path: str, notebook, collection: dict) -> str | None:
+    """Why ``url``, a link in the notebook at ``path`` of ``collection``, does not resolve; None when it does."""
+    if url.startswith(BASE_URL):
+        page, _, fragment = url[len(BASE_URL):].partition("#")
+        target = HTML / unquote(page)
+        if target == HTML / PDF_NAME:
+            return None  # the book's PDF: `make publish` puts it there (tests/test_publication.py)
+        if not target.is_file():
+            return "no such page"
+        if fragment and unquote(fragment) not in page_ids(target):
+            return "no such anchor on the page"
+        return None
+    parsed = urlparse(url)
+    if parsed.scheme in ("http", "https", "mailto"):
+        return None  # outside the book
+    if parsed.scheme:
+        return f"a {parsed.scheme}: link"
+    if url.startswith("#"):
+        return None if unquote(url[1:]) in anchors(notebook) else "no such anchor in the notebook"
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(parsed.path)))
+    if target not in collection:
+        return "no such notebook beside it"
+    if parsed.fragment and unquote(parsed.fragment) not in anchors(collection[target]):
+        return "no such anchor in that notebook"
+    return None
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_every_link_leads_to_a_page_and_anchor_of_the_book_or_a_notebook_beside_it(collections, place):
+    collection = collections[place]
+    broken, count = [], 0
+    for path, notebook in collection.items():
+        for match in LINK.finditer(markdown(notebook)):
+            url = html.unescape(match.group("url") or match.group("href"))
+            count += 1
+            problem = broken_link(url, path, notebook, collection)
+            if problem:
+                broken.append(f"{path}: {url} ({problem})")
+    assert count > 500, f"only {count} links in the {place}"
+    assert broken == [], f"{len(broken)} broken links, e.g. {broken[:5]}"
+
+
+def test_links_between_chapters_are_relative_in_the_zip_and_jupyterlite(collections):
+    for place in ("notebooks zip", "JupyterLite"):
+        links = [m.group("url") for notebook in collections[place].values() for m in LINK.finditer(markdown(notebook))]
+        assert any(url.startswith("masks.ipynb") for url in links), f"the {place} links no chapter relatively"
+        assert not any(url.startswith(f"{BASE_URL}chapters/masks.html") for url in links), place
+
+
+def page(name: str) -> str:
+    text = (HTML / f"{name}.html").read_text(encoding="utf-8")
+    return text[text.index("<article"):text.index("</article>")]
+
+
+def reader(name: str) -> nbformat.NotebookNode:
+    return read((HTML / "_sources" / f"{name}.ipynb").read_text(encoding="utf-8"))
+
+
+def unescaped(text: str) -> str:
+    """Markdown text as it reads: backslash escapes and HTML entities resolved."""
+    return html.unescape(re.sub(r"\\([\\`*_{}\[\]()#+\-.!$<>|])", r"\1", text))
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_number_the_page_glues_is_in_its_reader_notebook_in_order(name):
+    glued = [html.unescape(re.sub(r"<[^>]+>", "", value))
+             for value in re.findall(r'<span class="pasted-text">(.*?)</span>', page(name), re.S)]
+    text = unescaped(markdown(reader(name)))
+    at, missing = 0, []
+    for value in glued:
+        found = text.find(value, at)
+        if found < 0:
+            missing.append(value)
+        else:
+            at = found + len(value)
+    assert glued, f"{name} glues no number"
+    assert missing == [], f"{len(missing)} of the {len(glued)} glued values of {name}.html missing from its notebook"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_plain_table_cell_of_the_page_reads_the_same_in_its_reader_notebook(name):
+    """Cells as written: a table writer that reads numbers would print 14.0 as 14 and 0.50 as 0.5."""
+    cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+             for cell in re.findall(r"<td[^>]*>(.*?)</td>", page(name), re.S)]
+    plain = [cell for cell in cells if re.fullmatch(r"[0-9][0-9.,]*", cell)]
+    rows = [line for line in unescaped(markdown(reader(name))).splitlines() if line.startswith("|")]
+    written = {cell.strip().strip("*") for line in rows for cell in line.strip("|").split("|")}  # **bold**
+    assert [cell for cell in plain if cell not in written] == []
+
+
+NUMBERED = re.compile(r'id="(?P<id>[^"]+)">\s*(?:<p class="admonition-title">)?<span class="(?:caption-number|eqno)">'
+                      r"(?P<number>[^<]+?)\s*(?:</span>|<a)")
+
+
+def numbered_items(name: str) -> dict[str, str]:
+    """The page's numbered theorems, exercises and equations: {id: the number it shows}."""
+    return {m.group("id"): m.group("number").strip() for m in NUMBERED.finditer(page(name))}
+
+
+def test_the_pages_number_many_theorems_exercises_and_equations():
+    assert sum(len(numbered_items(name)) for name in CHAPTERS) > 150
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_theorems_exercises_and_equations_carry_the_pages_numbers(name):
+    numbered = numbered_items(name)
+    text = markdown(reader(name))
+    wrong = {}
+    for anchor, number in numbered.items():
+        after = text.split(f'<a id="{anchor}"></a>', 1)
+        shown = after[1][:4000] if len(after) == 2 else ""
+        if number.startswith("("):  # an equation: (2.1) on the page, \tag{2.1} in the notebook
+            expected = f"\\tag{{{number.strip('()')}}}"
+        else:
+            expected = f"**{number}"
+        if expected not in shown.split("<a id=")[0]:
+            wrong[anchor] = number
+    assert wrong == {}, f"items whose number the notebook does not show after their anchor: {wrong}"
+
+
+def plain(text: str) -> str:
+    """A title as words: tags, math delimiters and runs of white space gone."""
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return " ".join(re.sub(r"\\[()]|\$", "", text).split())
+
+
+# a solution's title: its <details>' summary, or, for one that starts with code, the line before its folded code cell
+SUMMARY = re.compile(rf"<summary>(.*?)</summary>|^\*\*(Solution to .*?)\*\*: {re.escape(SOLUTION_IN_CODE)}", re.M)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_solution_is_folded_under_its_title(name):
+    titles = [plain(title) for title in re.findall(
+        r'class="solution dropdown admonition" id="[^"]+">\s*<p class="admonition-title">(.*?)</p>', page(name), re.S)]
+    cells = [cell.source for cell in reader(name).cells if cell.cell_type == "markdown"]
+    summaries = [plain(m.group(1) or m.group(2)) for cell in cells for m in SUMMARY.finditer(cell)]
+    assert titles or name == "chapters/source_notes", f"{name}.html shows no solution"
+    assert [s for s in summaries if not s.endswith("(continued)")] == titles
+    # each cell closes what it opens: a solution around a code cell is folded before it and after it
+    assert all(cell.count("<details>") == cell.count("</details>") for cell in cells)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_figure_the_page_shows_is_drawn_in_the_notebook(name):
+    # (not the pictures of an interactive figure's states: the notebook shows the live widget)
+    pictures = len(re.findall(r'<img [^>]*src="[^"]*_images/(?!static-figures/)[^"]+\.png"', page(name)))
+    drawn = sum("image/png" in output.get("data", {}) for cell in reader(name).cells if cell.cell_type == "code"
+                for output in cell.outputs)
+    assert drawn >= pictures > 0 or (pictures == drawn == 0), (pictures, drawn)
+
+
+def test_the_zip_and_lite_notebooks_are_the_downloads_with_relative_links(collections):
+    """One reader notebook per page: the other places change its links, nothing else."""
+    downloads = collections["page downloads"]
+    for name, notebook in collections["notebooks zip"].items():
+        download = downloads[name]
+        assert [c.source for c in notebook.cells if c.cell_type == "code"] == \
+            [c.source for c in download.cells if c.cell_type == "code"]
+        strip = lambda text: LINK.sub("]()", text)  # noqa: E731
+        assert [strip(c.source) for c in notebook.cells] == [strip(c.source) for c in download.cells], name
