@@ -98,3 +98,24 @@ def test_a_wrong_call_names_what_is_wrong(pipeline, call, words):
 def test_a_diagram_needs_words_for_those_who_cannot_see_it():
     with pytest.raises(ValueError, match="needs a title and an alt text"):
         Diagram("Attention", " ", columns=1, rows=1)
+
+
+def test_a_pattern_is_a_grid_of_filled_and_empty_squares_in_both_renderers():
+    d = Diagram("Two masks", "A causal and a padding mask, as grids.", columns=2, rows=1)
+    d.pattern("causal", "causal", [[1, 0], [1, 1]], 0, 0)
+    d.pattern("padding", "padding", [[True, False], [True, False]], 1, 0)
+    d.arrow("causal", "padding")
+    root = ElementTree.fromstring(d.svg())
+    squares = [rect for rect in root.iter(f"{SVG}rect") if "stroke-width: 0.8" in rect.get("style")]
+    ink, paper = (f"fill: var({variable}, {fallback})" for variable, fallback in (PALETTE["ink"], PALETTE["paper"]))
+    assert [rect.get("style").split(";")[0] for rect in squares] == [ink, paper, ink, ink, ink, paper, ink, paper]
+    assert {"causal", "padding"} <= {element.text for element in root.iter(f"{SVG}text")}
+    assert d.pdf().startswith(b"%PDF") and b"/Subtype /Image" not in d.pdf()
+    test_every_colour_comes_from_the_theme_with_a_light_fallback(d)
+
+
+@pytest.mark.parametrize("cells", [[], [[]], [[1, 0], [1]]])
+def test_a_pattern_needs_a_rectangular_grid(cells):
+    d = Diagram("Mask", "A mask.", columns=1, rows=1)
+    with pytest.raises(ValueError, match="cells: a pattern needs a non-empty rectangular grid"):
+        d.pattern("m", "M", cells, 0, 0)

@@ -6,7 +6,8 @@ page's theme through CSS custom properties, ``--attn-dg-*`` in the book's styles
 fall back on anywhere else) and as a vector PDF for the book's LaTeX build. Jupyter shows the SVG
 (``text/html``), the PDF build takes ``application/pdf``, and plain text gets the alt text. The kind of a
 box shows in its outline as well as its colour, so that no reader needs the colours: arrays are square,
-weights dashed, operations rounded, masks hatched, the result has a double outline. The SVG carries the
+weights dashed, operations rounded, masks hatched, the result has a double outline; a boolean pattern is a
+small grid of filled (True) and empty (False) squares. The SVG carries the
 title and the alt text for screen readers (``role="img"``, ``<title>``, ``<desc>``).
 
 >>> d = Diagram("Scores", "Q and K meet in a scaled matrix product.", columns=2, rows=2)
@@ -52,11 +53,26 @@ class _Box:
     kind: str
     x: float  # centre, pixels
     y: float
+    cells: tuple[tuple[bool, ...], ...] = ()  # a pattern's grid, row by row (empty for other boxes)
+
+    @property
+    def side(self) -> float:
+        """A pattern's square: the grid fits under the label, in at most 36 pixels each way."""
+        return min(36 / len(self.cells), 36 / len(self.cells[0]), 10)
 
     @property
     def w(self) -> float:
         """The width: enough for the label (bold 14 px) and the detail (12 px monospace), within its cell."""
+        if self.cells:
+            return min(CELL_W - 6, max(self.side * len(self.cells[0]), 8.6 * len(self.label)) + 12)
         return min(CELL_W - 6, max(BOX_W, 8.6 * len(self.label) + 18, 7.3 * len(self.detail) + 18))
+
+    def squares(self):
+        """(x, y, side, filled) of each square of a pattern, left to right and top to bottom."""
+        side, rows, columns = self.side, len(self.cells), len(self.cells[0])
+        left, top = self.x - side * columns / 2, self.y + BOX_H / 2 - side * rows
+        return [(left + j * side, top + i * side, side, bool(value))
+                for i, row in enumerate(self.cells) for j, value in enumerate(row)]
 
     def edge_towards(self, x: float, y: float) -> tuple[float, float]:
         """Where the line from the centre towards (x, y) leaves the box."""
@@ -131,6 +147,31 @@ class Diagram:
         """A rounded box for an operation."""
         self._add(key, label, detail, "op", column, row)
 
+    def pattern(self, key: str, label: str, cells, column: float, row: float) -> None:
+        """A boolean pattern (a mask) drawn as a grid under its label: filled squares True, empty False.
+
+        Parameters
+        ----------
+        key, label : str
+            The pattern's name for arrows and frames, and the text above its grid.
+        cells : sequence of sequences of bool
+            The pattern, row by row: a small rectangular grid (the grid is at most 36 pixels each way).
+        column, row : float
+            Where its centre sits on the diagram's grid.
+
+        Examples
+        --------
+        >>> d = Diagram("A causal mask", "Three queries; each may attend to itself and earlier keys.", 1, 1)
+        >>> d.pattern("m", "causal", [[1, 0, 0], [1, 1, 0], [1, 1, 1]], 0, 0)
+        >>> sum(filled for *_, filled in d.boxes["m"].squares())
+        6
+        """
+        grid = tuple(tuple(bool(value) for value in line) for line in cells)
+        if not grid or not grid[0] or len({len(line) for line in grid}) != 1:
+            raise ValueError("cells: a pattern needs a non-empty rectangular grid of booleans")
+        self._add(key, label, "", "mask", column, row)
+        self.boxes[key].cells = grid
+
     def arrow(self, source: str, target: str, label: str = "") -> None:
         """An arrow from one box to another, optionally labelled beside its middle."""
         for key in (source, target):
@@ -203,6 +244,13 @@ class Diagram:
 
     def _svg_box(self, box: _Box, ident: str, colour) -> str:
         ink = colour("ink")
+        if box.cells:  # a pattern: its label, then squares filled with ink (True) or paper (False)
+            shape = [f'<text x="{box.x:.1f}" y="{box.y - BOX_H / 2 + 13:.1f}" text-anchor="middle" '
+                     f'style="fill: {ink}; font: bold 14px sans-serif">{html.escape(box.label)}</text>']
+            shape += [f'<rect x="{x:.1f}" y="{y:.1f}" width="{side:.1f}" height="{side:.1f}" '
+                      f'style="fill: {colour("ink" if filled else "paper")}; stroke: {ink}; stroke-width: 0.8"/>'
+                      for x, y, side, filled in box.squares()]
+            return "".join(shape)
         x, y = box.x - box.w / 2, box.y - BOX_H / 2
         fill = f"url(#{ident}-hatch)" if box.kind == "mask" else colour(box.kind)
         dash = "; stroke-dasharray: 5 3" if box.kind == "weight" else ""
@@ -247,6 +295,13 @@ class Diagram:
             if label:
                 axes.text((x0 + x1) / 2 + 6, (y0 + y1) / 2 - 4, label, color=ink, fontsize=12 * points)
         for box in self.boxes.values():
+            if box.cells:  # a pattern
+                axes.text(box.x, box.y - BOX_H / 2 + 13, box.label, ha="center", color=ink, fontsize=14 * points,
+                          weight="bold")
+                for x, y, side, filled in box.squares():
+                    axes.add_patch(Rectangle((x, y), side, side, facecolor=ink if filled else colours["paper"],
+                                             edgecolor=ink, linewidth=0.8))
+                continue
             x, y = box.x - box.w / 2, box.y - BOX_H / 2
             radius = 18 if box.kind == "op" else 3
             style = f"round,pad=0,rounding_size={radius}"
