@@ -283,10 +283,11 @@ import select
 
 import numpy as np
 
-# children that each take 512 MiB and hold it until all have tried: 5 GiB together, more than any cap
+# children that each take 512 MiB and hold it, one after another, up to 5 GiB together: more than any cap.
+# One at a time, so that the cap is met while a single child writes (quick), and no more once one has ended
 release_read, release_write = os.pipe()
 report_read, report_write = os.pipe()
-children = []
+children, ended = [], []
 for _ in range(10):
     try:
         pid = os.fork()
@@ -301,19 +302,17 @@ for _ in range(10):
             os.write(report_write, b"n")
         os.read(release_read, 1)  # hold it until the parent lets go
         os._exit(0)
-    children.append(pid)
-answers = b""
-waiting = {os.pidfd_open(pid) for pid in children}
-while len(answers) + len(children) - len(waiting) < len(children):  # each child answers, or ends first
-    ready, _, _ = select.select([report_read, *waiting], [], [], 10)
-    if not ready:
-        break
+    children.append((pid, os.pidfd_open(pid)))
+    ready, _, _ = select.select([report_read, *(fd for _, fd in children)], [], [], 60)
     if report_read in ready:
-        answers += os.read(report_read, 64)
-    waiting -= set(ready)  # an ended child: killed before it could answer
+        os.read(report_read, 1)
+    ended = [pid for pid, fd in children if fd in ready]  # a child the kernel stopped (this one or another)
+    if ended or not ready:
+        break
 os.close(release_write)
-for pid in children:
+for pid, fd in children:
     os.waitpid(pid, 0)
+    os.close(fd)
 '''
 
 

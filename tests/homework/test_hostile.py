@@ -32,7 +32,10 @@ from tools.homework import grading, reports, traces
 HOMEWORK = "hw_scaled_dot_product_attention"
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"  # written by make_submissions.py
 SAMPLES, HOSTILE = SUBMISSIONS / HOMEWORK, SUBMISSIONS / "hostile"
-TIMEOUT_S = 15  # the memory hog touches 3 GiB before the kernel stops it: seconds on a busy machine
+TIMEOUT_S = 15  # the memory hog writes up to the cap before the kernel stops a child: seconds on a busy machine
+# As root the sandbox is a control group, capped at 1 GiB here rather than 3 so that the hog meets the cap after
+# writing about 1 GiB (about 3 s on this kind of machine, where a page fault costs ~10 us), well inside TIMEOUT_S
+ROOT_MEMORY_GIB = 1
 RUN_BOUND_S = 600
 MARKER = "attnbook-hostile-background"
 HONEST = ("aaa_honest", "zzz_honest")  # graded first and last: before and after every attack
@@ -66,7 +69,7 @@ EXPECTED = {
     "zw<U+200B>sp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode "
                                 "normalisation) for zwsp (zwsp.ipynb, zw<U+200B>sp.ipynb)"]),
 }
-MEMORY_CAP_NOTE = "the submission's processes together reached the sandbox's memory cap (3 GiB)"
+MEMORY_CAP_NOTE = f"the submission's processes together reached the sandbox's memory cap ({ROOT_MEMORY_GIB} GiB)"
 
 
 def digest(paths) -> dict[str, str]:
@@ -132,6 +135,8 @@ def attacked(request, unprivileged):
     env = dict(os.environ, ATTNBOOK_CANARY=canary, ATTNBOOK_SANDBOX_UIDS=str(SANDBOX_UIDS.start))
     command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder),
                str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"]
+    if not as_user:
+        command += ["--memory", str(ROOT_MEMORY_GIB)]
     if as_user and os.geteuid() == 0:
         os.chmod(root, 0o755)
         os.chown(root, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
@@ -258,7 +263,7 @@ def test_the_grader_says_how_each_sandbox_is_capped(attacked):
     if attacked["as_user"]:
         assert "3 GiB per sandbox as 6 processes of at most 512 MiB (resource limits: not root" in said, said
     else:
-        assert "3 GiB and 64 processes per sandbox (cgroup v" in said or "(resource limits:" in said, said
+        assert f"{ROOT_MEMORY_GIB} GiB and 64 processes per sandbox (cgroup v" in said or "(resource limits:" in said, said
 
 
 def test_no_sandbox_left_anything_for_the_grader_to_clean(attacked):
