@@ -126,17 +126,20 @@ _DIAGRAMS = """() => {
   if (alpha(page) === 0) page = getComputedStyle(document.documentElement).backgroundColor;
   return [...document.querySelectorAll('article svg.attn-diagram')].map(svg => {
     const box = svg.getBoundingClientRect();
+    // what is painted behind a text: the last rect before it in the document whose box holds the text's centre
     const behind = text => {
-      for (let e = text.previousElementSibling; e; e = e.previousElementSibling) {
-        if (e.tagName !== 'rect') continue;
+      const t = text.getBBox(), x = t.x + t.width / 2, y = t.y + t.height / 2;
+      let found = page;
+      for (const e of svg.querySelectorAll('rect')) {
+        if (!(e.compareDocumentPosition(text) & Node.DOCUMENT_POSITION_FOLLOWING) || e.closest('defs')) continue;
+        const b = e.getBBox();
+        if (x < b.x || x > b.x + b.width || y < b.y || y > b.y + b.height) continue;
         const fill = getComputedStyle(e).fill;
         if (fill.startsWith('url(')) {
-          const pattern = svg.querySelector(fill.match(/#([^"')]+)/)[0]);
-          return getComputedStyle(pattern.querySelector('rect')).fill; }
-        if (fill !== 'none' && alpha(fill) > 0 && e.getAttribute('width') !== svg.viewBox.baseVal.width.toString())
-          return fill;
+          found = getComputedStyle(svg.querySelector(fill.match(/#([^"')]+)/)[0]).querySelector('rect')).fill;
+        } else if (fill !== 'none' && alpha(fill) > 0) found = fill;
       }
-      return page;
+      return found;
     };
     return {width: box.width, height: box.height,
             title: (svg.querySelector('title') || {}).textContent || '',
