@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -113,3 +114,12 @@ def test_character_and_word_tokenisers():
 def test_arguments_are_checked_at_the_boundary_with_their_names(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@given(st.lists(st.integers(0, 4), max_size=30))
+def test_pair_counts_are_the_counts_of_a_training_step(ids):
+    from attnbook.text.bpe import pair_counts
+
+    counts = pair_counts(ids, 5)
+    assert counts.shape == (5, 5) and counts.dtype == np.int64 and counts.sum() == max(len(ids) - 1, 0)
+    assert {(a, b): int(counts[a, b]) for a, b in zip(*np.nonzero(counts))} == Counter(zip(ids, ids[1:]))

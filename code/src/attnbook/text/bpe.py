@@ -20,9 +20,11 @@ import re
 from collections import Counter, defaultdict
 from typing import NamedTuple
 
+import numpy as np
+
 from ..validation import boundary, check_positive_int
 
-__all__ = ["BPE", "PATTERN", "UNKNOWN", "char_tokens", "decode_bpe", "encode_bpe", "merge_pair", "pretokenize", "to_ids",
+__all__ = ["BPE", "PATTERN", "UNKNOWN", "char_tokens", "decode_bpe", "encode_bpe", "merge_pair", "pair_counts", "pretokenize", "to_ids",
            "token_vocabulary", "train_bpe", "word_tokens"]
 
 #: how text is split into words before any merge: letters, digits or other symbols, each run with the one space
@@ -140,6 +142,40 @@ def merge_pair(ids, pair, new_id) -> list[int]:
             merged.append(ids[i])
             i += 1
     return merged
+
+
+def _pair_counts_arguments(ids, vocab_size) -> tuple:
+    vocab_size = check_positive_int(vocab_size, "vocab_size")
+    return _check_ids(ids, size=vocab_size), vocab_size
+
+
+@boundary(_pair_counts_arguments)
+def pair_counts(ids, vocab_size) -> np.ndarray:
+    r"""How often each pair of tokens stands side by side in ``ids``: the counts of one training step, as a matrix.
+
+    .. math:: C[a, b] = \#\{p : (\text{ids}_p, \text{ids}_{p+1}) = (a, b)\}
+
+    Parameters
+    ----------
+    ids : sequence of int
+        Token ids, each below ``vocab_size``.
+    vocab_size : int
+        The number of tokens V.
+
+    Returns
+    -------
+    ndarray
+        ``(V, V)`` int64 counts; overlapping pairs count each time, so ``(a, a, a)`` has ``C[a, a] = 2``.
+
+    Examples
+    --------
+    >>> pair_counts([0, 1, 0, 1, 1], 2)
+    array([[0, 2],
+           [1, 1]])
+    """
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)  # (V, V)
+    np.add.at(counts, (ids[:-1], ids[1:]), 1)
+    return counts
 
 
 @boundary(lambda text, n_merges: (_check_text(text), check_positive_int(n_merges, "n_merges", minimum=0)))
