@@ -1,5 +1,6 @@
 """Shared test setup: a headless matplotlib backend, a reproducible hypothesis profile, the ``torch``
-marker of the tests that compare with PyTorch and the ``sklearn`` marker of those that read scikit-learn."""
+marker of the tests that compare with PyTorch, the ``sklearn`` marker of those that read scikit-learn and the
+``tokenizers`` marker of those that train Hugging Face's tokenizers."""
 
 import importlib
 import collections
@@ -22,14 +23,18 @@ settings.load_profile("attnbook")
 
 TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
 SKLEARN_MISSING = "scikit-learn is not installed; install it with `pip install scikit-learn==1.9.1`"
+TOKENIZERS_MISSING = "Hugging Face tokenizers is not installed; install it with `pip install tokenizers==0.23.3`"
 # marker: (module to import, message when it is missing)
-OPTIONAL_REFERENCES = {"torch": ("torch", TORCH_MISSING), "sklearn": ("sklearn", SKLEARN_MISSING)}
+OPTIONAL_REFERENCES = {"torch": ("torch", TORCH_MISSING), "sklearn": ("sklearn", SKLEARN_MISSING),
+                       "tokenizers": ("tokenizers", TOKENIZERS_MISSING)}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: compares with PyTorch; skipped without it, failed without it in CI")
     config.addinivalue_line("markers", "sklearn: compares with scikit-learn; skipped without it, failed without "
                                        "it in CI")
+    config.addinivalue_line("markers", "tokenizers: compares with Hugging Face tokenizers; skipped without it, "
+                                       "failed without it in CI")
 
 
 def pytest_runtest_setup(item):

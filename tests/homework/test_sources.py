@@ -15,7 +15,7 @@ SOURCES = sources.homework_sources()
 NAMES = [source.stem for source in SOURCES]
 
 CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks",
-                 "multi_head_attention", "positional_encoding", "transformer", "beyond_text",
+                 "multi_head_attention", "positional_encoding", "tokens", "transformer", "beyond_text",
                  "positions_today", "modern_block", "long_context", "transformers_that_learn"]
 
 
