@@ -249,7 +249,6 @@ def test_a_sandbox_that_never_starts_gives_zero_with_a_reason(monkeypatch):
     assert result["reason"] == "could not be run: OSError: bwrap vanished"
 
 
-@pytest.mark.slow
 def test_every_homework_gives_ten_to_its_solution_and_zero_to_its_blank_stubs(tmp_path):
     for source in sources.homework_sources():
         folder = tmp_path / source.stem

@@ -26,7 +26,7 @@ from tools.homework import cli, nbgrader_export, sources
 
 SOURCES = sources.homework_sources()
 NAMES = [source.stem for source in SOURCES]
-SLOW = os.environ.get("ATTNBOOK_SLOW") == "1"  # as in conftest.py
+SLOW = os.environ.get("ATTNBOOK_SLOW") == "1"
 DRIVER = Path(__file__).resolve().parent / "nbgrader_driver.py"
 
 pytest.importorskip("nbgrader", reason="nbgrader is not installed: pip install -r requirements-instructor.txt")
