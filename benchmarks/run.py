@@ -20,7 +20,11 @@ It measures, in one run, side by side:
    d_model 128, d_ff 512; the package in float64 (the only dtype it trains in) against its PyTorch twin
    (benchmarks/torch_reversal.py, the same weights and computation, tested equal in
    code/tests/learning/test_seq2seq_torch.py) in float64, like with like, and in float32, PyTorch's usual
-   dtype, for reference; PyTorch in a child process as in 4.
+   dtype, for reference; PyTorch in a child process as in 4;
+6. GPT training throughput: characters per second of one training step of the stored character-level GPT
+   (attnbook.learning.models.gpt, its own configuration and batch) in float32, the dtype it trains in, against
+   its PyTorch twin (benchmarks/torch_gpt.py, tested equal in float64 in
+   code/tests/learning/models/test_gpt_torch.py) in float32; PyTorch in a child process as in 4.
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
@@ -50,6 +54,7 @@ from attnbook.efficient.tiled import tiled_attention
 from attnbook.learning.loop import BETAS, EPS
 from attnbook.learning.optim import adam_update, clip_tree, init_adam, noam
 from attnbook.learning.models.scaffold import loss_and_gradients
+from attnbook.learning.models import gpt
 from attnbook.learning.models.seq2seq import MODEL, ReversalConfig, init_reversal
 from attnbook.learning.tasks import draw_reversal
 from attnbook.measure.timing import benchmark_results_path, time_calls
@@ -257,6 +262,83 @@ def bench_training(repeats: int) -> dict:
     return result
 
 
+# --- GPT training throughput -----------------------------------------------------------------------------
+
+
+def gpt_case() -> tuple:
+    """The stored GPT's configuration, its seeded float32 parameters and one training batch."""
+    config = gpt.GPTConfig()
+    return config, gpt.init_gpt(config, TRAINING_SEED), gpt.gpt_batch(np.random.default_rng(TRAINING_BATCH_SEED), config)
+
+
+class GPTPackageTrainer:
+    """The step of attnbook.learning.loop.fit on the package's kernels, as `make train` trains the GPT."""
+
+    def __init__(self, params, config):
+        self.config, self.params, self.state = config, params, init_adam(params)
+
+    def step(self, batch) -> float:
+        config = self.config
+        loss, grads = loss_and_gradients(gpt.MODEL, self.params, batch, config)
+        grads, _ = clip_tree(grads, config.max_norm)
+        rate = noam(self.state.step + 1, config.d_model, config.warmup)
+        self.params, self.state = adam_update(self.params, grads, self.state, rate, *BETAS, EPS)
+        return loss
+
+
+def gpt_worker(repeats: int) -> None:
+    """Child process: time the PyTorch twin's GPT training step in float32."""
+    import torch
+    import torch_gpt  # benchmarks/torch_gpt.py: this script's folder is on the path when run
+
+    config, params, batch = gpt_case()
+    trainer = torch_gpt.TorchTrainer(params, config, torch.float32)
+    first_loss = trainer.step(batch)
+    seconds = time_calls([timed_steps(trainer, batch, 1)], repeats=repeats, statistic="min", clock="wall")[0]
+    print(json.dumps({"threads": torch.get_num_threads(), "seconds_per_step": float(seconds), "first_loss": first_loss}))
+
+
+def bench_gpt_training(repeats: int) -> dict:
+    """Characters per step and per second of the GPT's training step: the package and its twin, float32."""
+    config, params, batch = gpt_case()
+    trainer = GPTPackageTrainer(params, config)
+    first_loss = float(trainer.step(batch))
+    seconds = {"package_float32": float(time_calls([timed_steps(trainer, batch, 1)], repeats=repeats,
+                                                   statistic="min", clock="wall")[0])}
+    result = {
+        "model": "attnbook.learning.models.gpt character-level GPT (GPTConfig(), the stored model's)",
+        "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
+        "characters_per_step": int(config.batch_size * config.context), "dtype": "float32",
+        "numpy_blas_threads": blas_threads(), "torch_threads": None, "load_average_1min": load_average(),
+        "first_loss": round(first_loss, 6),
+    }
+    if torch_version() is not None:
+        done = subprocess.run([sys.executable, __file__, "--gpt-worker", "--repeats", str(repeats)],
+                              capture_output=True, text=True, check=True)
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        result["torch_threads"] = report["threads"]
+        seconds["torch_float32"] = report["seconds_per_step"]
+        result["torch_matches_package"] = bool(np.isclose(report["first_loss"], first_loss, rtol=1e-4, atol=0))
+    result["seconds_per_step"] = {key: round(t, 6) for key, t in seconds.items()}
+    result["characters_per_second"] = {key: round(result["characters_per_step"] / t, 1) for key, t in seconds.items()}
+    if "torch_float32" in seconds:
+        result["torch_over_package"] = round(seconds["package_float32"] / seconds["torch_float32"], 3)
+    return result
+
+
+def gpt_report(t: dict) -> list:
+    threads = f"PyTorch {t['torch_threads']} threads" if t["torch_threads"] else "PyTorch not installed"
+    lines = [f"6. training throughput, character-level GPT: one step = forward + backward + clipping + Adam, float32;"
+             f" numpy BLAS {t['numpy_blas_threads']} threads, {threads} (child process);"
+             f" {t['characters_per_step']} characters a step; load average {t['load_average_1min']}"]
+    for key, seconds in t["seconds_per_step"].items():
+        lines.append(f"    {key:16s} {seconds * 1e3:8.2f} ms/step  {t['characters_per_second'][key]:10.0f} characters/s")
+    if "torch_over_package" in t:
+        lines.append(f"    torch / package throughput in float32: {t['torch_over_package']:.2f}"
+                     f"    (losses agree: {t['torch_matches_package']})")
+    return lines
+
+
 def load_average() -> float | None:
     try:
         return round(os.getloadavg()[0], 2)
@@ -428,6 +510,8 @@ def report(results: dict) -> str:
                      f"    (outputs agree: {c['torch_matches_plain']})")
     if "training_throughput" in results:
         lines += ["", *training_report(results["training_throughput"])]
+    if "gpt_training_throughput" in results:
+        lines += ["", *gpt_report(results["gpt_training_throughput"])]
     return "\n".join(lines)
 
 
@@ -460,10 +544,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", type=Path, default=benchmark_results_path(),
                         help="where to write the JSON (default: the package's copy, which the book reads)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
-    parser.add_argument("--only", choices=["training"],
+    parser.add_argument("--only", choices=["training", "gpt"],
                         help="run only this section and update it in the existing JSON (the others are kept)")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
     parser.add_argument("--training-worker", action="store_true", help=argparse.SUPPRESS)  # internal: its twin
+    parser.add_argument("--gpt-worker", action="store_true", help=argparse.SUPPRESS)  # internal: the GPT's twin
     args = parser.parse_args(argv)
     if args.torch_worker:
         torch_worker(args.torch_worker, args.repeats)
@@ -471,12 +556,19 @@ def main(argv: list[str]) -> int:
     if args.training_worker:
         training_worker(args.repeats)
         return 0
+    if args.gpt_worker:
+        gpt_worker(args.repeats)
+        return 0
     started = time.perf_counter()
     repeats = 2 if args.quick else args.repeats
-    if args.only == "training":
+    if args.only is not None:
         results = json.loads(args.output.read_text(encoding="utf-8")) if args.output.is_file() else {}
-        results["training_throughput"] = bench_training(repeats)
-        print("\n".join(training_report(results["training_throughput"])))
+        if args.only == "training":
+            results["training_throughput"] = bench_training(repeats)
+            print("\n".join(training_report(results["training_throughput"])))
+        else:
+            results["gpt_training_throughput"] = bench_gpt_training(repeats)
+            print("\n".join(gpt_report(results["gpt_training_throughput"])))
         print(f"\nfinished in {time.perf_counter() - started:.0f} s; the section written to {args.output}")
         args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         return 0
@@ -486,6 +578,7 @@ def main(argv: list[str]) -> int:
     results["tiled_time"], case_3 = bench_tiled_time(1024 if args.quick else 4096, max(2, repeats // 2))
     add_torch(results, {"plain_vs_matmul": case_1, "tiled_time": case_3}, repeats)
     results["training_throughput"] = bench_training(repeats)
+    results["gpt_training_throughput"] = bench_gpt_training(repeats)
     results["goals"] = {
         "plain_over_matmul": GOALS["plain_over_matmul"],
         "plain_over_matmul_met": results["plain_vs_matmul"]["plain_over_matmul"] <= GOALS["plain_over_matmul"],

@@ -25,6 +25,7 @@ MODELS: dict[str, str] = {
     "reversal": "seq2seq",  # an encoder-decoder Transformer that reverses strings (issue #14)
     "digits_vit": "vit",  # a tiny Vision Transformer on the 8 x 8 handwritten digits (issue #14)
     "induction": "induction",  # a two-layer decoder-only Transformer that forms an induction head (issue #14)
+    "gpt": "gpt",  # a character-level GPT of today's shape on the Shakespeare corpus, in float32 (issue 27)
 }
 
 

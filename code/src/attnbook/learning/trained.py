@@ -3,11 +3,12 @@
 Each run is :func:`attnbook.learning.models.scaffold.train` of the model, from seed 0, followed by the
 measurements of its analysis that the chapters quote from the record: the reversal model's greedy accuracy,
 cross-attention alignment and decoding speed; the Vision Transformer's position similarity by distance; the
-induction model's heads, ablations and emergence, measured on a probe batch during training too.
+induction model's heads, ablations and emergence, measured on a probe batch during training too; the
+GPT's held-out bits per character and its n-gram baseline's.
 ``python -m tools.train NAME`` stores the result with :func:`attnbook.learning.store.save_trained`.
 
 >>> sorted(STORED)
-['digits_vit', 'induction', 'reversal']
+['digits_vit', 'gpt', 'induction', 'reversal']
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .analysis.induction import emergence_step, half_way_step, induction_metrics
 from .analysis.seq2seq import cross_attention_alignment, time_decoding
 from .analysis.seq2seq_decoder import exact_matches
 from .analysis.vit import position_similarity, similarity_by_distance
-from .models import induction, scaffold, seq2seq, vit
+from ..text.ngram import fit_ngram, ngram_bits_per_character
+from .models import gpt, induction, scaffold, seq2seq, vit
 
 __all__ = ["STORED", "train"]
 
@@ -70,8 +72,21 @@ def _induction(seed: int, progress: bool, n_steps: int | None) -> tuple:
     return params, record
 
 
+def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    config = gpt.GPTConfig()
+    params, record = scaffold.train(gpt.MODEL, config, seed, progress, n_steps)
+    train, held_out = gpt.splits()
+    baseline = fit_ngram(train, gpt.NGRAM_ORDER, len(gpt.vocabulary()), gpt.NGRAM_K)
+    record["metrics"].update(final_loss=float(np.mean(record["losses"][-100:])),
+                             ngram_held_out_bits_per_character=ngram_bits_per_character(baseline, held_out),
+                             ngram={"order": gpt.NGRAM_ORDER, "k": gpt.NGRAM_K})
+    record["split"] = {"train_characters": len(train), "held_out_characters": len(held_out),
+                       "held_out": "the last play, Twelfth Night"}
+    return params, record
+
+
 # name -> its run: (seed, progress, n_steps) -> (params, record)
-STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction}
+STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction, "gpt": _gpt}
 
 
 def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
@@ -83,7 +98,7 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     Parameters
     ----------
     name : str
-        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"`` or ``"induction"``.
+        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"``, ``"induction"`` or ``"gpt"``.
     seed : int, optional
         Seeds the parameters and the batches; default 0, the stored models'.
     progress : bool, optional
@@ -102,10 +117,10 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     >>> params, record = train("reversal", progress=False, n_steps=2)
     >>> len(record["losses"]), record["config"]["d_model"], "decoding_speed" in record
     (2, 32, True)
-    >>> train("gpt")
+    >>> train("gpt5")
     Traceback (most recent call last):
     ...
-    ValueError: no stored model 'gpt'; the stored models are ['digits_vit', 'induction', 'reversal']
+    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'induction', 'reversal']
     """
     if name not in STORED:
         raise ValueError(f"no stored model {name!r}; the stored models are {sorted(STORED)}")

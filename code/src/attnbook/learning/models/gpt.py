@@ -1,0 +1,607 @@
+"""A decoder-only GPT of today's shape that learns to write Shakespeare, one character at a time.
+
+The model: a token embedding ``E`` (tied: the same table scores the next character), ``n_layers``
+pre-norm blocks of RMSNorm, causal grouped-query attention with rotary queries and keys, a residual,
+RMSNorm, a SwiGLU network and a residual (:func:`attnbook.learning.modern_layers.rotary_block_vjp`), and
+a final RMSNorm. It trains in float32 on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`).
+
+The data: :func:`attnbook.text.corpus.shakespeare`, as characters. The vocabulary is the corpus's own
+76 characters; the **training split** is the first seven plays, the **held-out split** the eighth,
+*Twelfth Night*, which the model never reads while it trains. A batch is ``batch_size`` windows of
+``context + 1`` characters drawn at random positions of the training split.
+
+>>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=6, batch_size=2)
+>>> params = init_gpt(config, seed=0)
+>>> tokens = gpt_batch(np.random.default_rng(0), config)                 # (batch, context + 1)
+>>> forward = gpt_forward(params, tokens[:, :-1], config)
+>>> forward.logits.shape, forward.attention.shape, forward.logits.dtype  # (batch, n, V), (layers, batch, h, n, n)
+((2, 6, 76), (2, 2, 2, 6, 6), dtype('float32'))
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from ...modern import DecoderBlockWeights, init_decoder_block, rms_norm, swiglu_feed_forward
+from ...multihead import attend_grouped, merge_heads, split_heads
+from ...positional import rotate, sinusoidal_frequencies
+from ...text.corpus import shakespeare
+from ...validation import Array, Dims, Stack, check_positive_int, check_weights
+from ..decoding import sample
+from ..gradients import log_softmax, token_entropy
+from ..layers import embedding_vjp, tied_logits_vjp
+from ..modern_layers import rms_norm_vjp, rotary_block_vjp
+from ..optim import tree_map
+from . import scaffold
+
+__all__ = [
+    "HELD_OUT_PLAY",
+    "MODEL",
+    "NGRAM_K",
+    "NGRAM_ORDER",
+    "GPTConfig",
+    "GPTForward",
+    "GPTParameters",
+    "bits_per_character",
+    "decode",
+    "encode",
+    "generate",
+    "gpt_batch",
+    "gpt_forward",
+    "init_gpt",
+    "load_gpt",
+    "splits",
+    "vocabulary",
+]
+
+HELD_OUT_PLAY = "TWELFTH NIGHT"  #: the title line where the held-out split (the corpus's last play) begins
+EPS = 1e-6  # of every RMSNorm
+NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
+
+
+class GPTConfig(NamedTuple):
+    """Hyperparameters of the GPT, its data and its training.
+
+    Attributes
+    ----------
+    d_model, n_layers, n_heads, n_kv_heads, d_ff : int
+        Width, blocks, query heads, key and value heads (grouped-query attention), SwiGLU width.
+    context : int
+        The characters the model reads at once (its training windows, and the most it writes).
+    batch_size, n_steps, warmup : int
+        Training: windows per batch, steps, warm-up steps of the Noam schedule.
+    max_norm : float
+        Gradients are clipped to this global norm.
+
+    Examples
+    --------
+    >>> GPTConfig().d_model, GPTConfig().n_kv_heads < GPTConfig().n_heads
+    (64, True)
+    """
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    d_ff: int = 176
+    context: int = 128
+    batch_size: int = 16
+    n_steps: int = 3000
+    warmup: int = 200
+    max_norm: float = 1.0
+
+
+class GPTParameters(NamedTuple):
+    """The learned weights: the embedding (also the output table), the blocks, the final RMSNorm gain.
+
+    Attributes
+    ----------
+    embedding : ndarray
+        ``(V, d_model)`` the token embeddings ``E``; ``logits = RMS(x) E^T`` (tied).
+    layers : tuple of DecoderBlockWeights
+        The pre-norm blocks (their attention biases stay 0: the model gives them no gradient).
+    norm : ndarray
+        ``(d_model,)`` the gain of the final RMSNorm.
+
+    Examples
+    --------
+    >>> p = init_gpt(GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, n_layers=3))
+    >>> p.embedding.shape, len(p.layers), p.layers[0].attention.w_k.shape
+    ((76, 8), 3, (8, 4))
+    """
+
+    embedding: Array["vocab_size, d_model"]  # E, also the output table
+    layers: Stack[DecoderBlockWeights, "n_layers"]
+    norm: Array["d_model"]  # the final RMSNorm's gain
+
+
+class GPTForward(NamedTuple):
+    """What :func:`gpt_forward` returns: ``logits, attention = ...``.
+
+    Attributes
+    ----------
+    logits : ndarray
+        ``(batch, n, V)`` the next-character scores at every position.
+    attention : ndarray
+        ``(n_layers, batch, n_heads, n, n)`` the causal attention weights of every block and query head.
+
+    Examples
+    --------
+    >>> GPTForward(np.zeros((1, 2, 3)), np.zeros((1, 1, 1, 2, 2))).logits.shape
+    (1, 2, 3)
+    """
+
+    logits: np.ndarray  # (batch, n, V)
+    attention: np.ndarray  # (n_layers, batch, h, n, n)
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> str:
+    """The model's characters: every character of the corpus, sorted (76 of them).
+
+    Returns
+    -------
+    str
+        The characters; character ``vocabulary()[i]`` is token ``i``.
+
+    Examples
+    --------
+    >>> v = vocabulary()
+    >>> len(v), v[:3] == "\\n !", v.index("a") > v.index("A")
+    (76, True, True)
+    """
+    return "".join(sorted(set(shakespeare())))
+
+
+def encode(text: str) -> np.ndarray:
+    """Characters to token ids ``(len(text),)``; a character outside the vocabulary is an error.
+
+    Parameters
+    ----------
+    text : str
+        ASCII text of the corpus's characters.
+
+    Returns
+    -------
+    ndarray
+        ``(len(text),)`` int64.
+
+    Examples
+    --------
+    >>> decode(encode("To be"))
+    'To be'
+    >>> encode("caf\\u00e9")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'é' is not one of the model's 76 characters
+    """
+    index = {c: i for i, c in enumerate(vocabulary())}
+    for c in text:
+        if c not in index:
+            raise ValueError(f"{c!r} is not one of the model's {len(index)} characters")
+    return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
+
+
+def decode(tokens) -> str:
+    """Token ids back to characters.
+
+    Parameters
+    ----------
+    tokens : array_like of int
+        ``(n,)`` ids in ``0 .. 75``.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> decode([0, 1])
+    '\\n '
+    """
+    v = vocabulary()
+    return "".join(v[int(t)] for t in np.asarray(tokens).reshape(-1))
+
+
+@lru_cache(maxsize=1)
+def splits() -> tuple[np.ndarray, np.ndarray]:
+    """The corpus as token ids, cut where its last play begins: ``(train, held_out)``.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``train`` (the first seven plays) and ``held_out`` (*Twelfth Night*), int64, read-only.
+
+    Examples
+    --------
+    >>> train, held_out = splits()
+    >>> decode(held_out[:13]), len(train) + len(held_out) == len(shakespeare())
+    ('TWELFTH NIGHT', True)
+    """
+    text = shakespeare()
+    cut = text.index(HELD_OUT_PLAY)
+    tokens = encode(text)
+    train, held_out = tokens[:cut], tokens[cut:]
+    train.flags.writeable = held_out.flags.writeable = False
+    return train, held_out
+
+
+def _checked_config(config) -> GPTConfig:
+    scaffold.check_config(config, GPTConfig)
+    if config.d_model % config.n_heads or (config.d_model // config.n_heads) % 2:
+        raise ValueError(f"config.d_model = {config.d_model} must be divisible by config.n_heads = {config.n_heads} "
+                         "into heads of even width (rotary positions turn pairs)")
+    if config.n_heads % config.n_kv_heads:
+        raise ValueError(f"config.n_heads = {config.n_heads} is not divisible by config.n_kv_heads = "
+                         f"{config.n_kv_heads}")
+    return config
+
+
+def init_gpt(config: GPTConfig, seed: int = 0) -> GPTParameters:
+    r"""Seeded float32 weights: a Gaussian embedding, the package's decoder blocks, a final gain of 1.
+
+    .. math:: E_{ij} \sim \mathcal{N}(0, 1 / d_\text{model})
+
+    Block ``l`` is :func:`attnbook.init_decoder_block` with seed ``seed + 1 + 2 l`` (Glorot-uniform
+    matrices, zero attention biases, RMSNorm gains of 1).
+
+    Parameters
+    ----------
+    config : GPTConfig
+        The sizes.
+    seed : int
+        Seed of the embedding and base of the blocks' seeds.
+
+    Returns
+    -------
+    GPTParameters
+        Every array float32.
+
+    Examples
+    --------
+    >>> p = init_gpt(GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8), seed=1)
+    >>> p.layers[1].feed_forward.w_down.shape, p.norm.dtype
+    ((8, 8), dtype('float32'))
+    """
+    config = _checked_config(config)
+    seed = check_positive_int(seed, "seed", 0)
+    rng = np.random.default_rng(seed)
+    embedding = rng.standard_normal((len(vocabulary()), config.d_model)) / math.sqrt(config.d_model)  # (V, d)
+    layers = tuple(init_decoder_block(config.d_model, config.d_ff, config.n_heads, config.n_kv_heads,
+                                      seed=seed + 1 + 2 * index) for index in range(config.n_layers))
+    params = GPTParameters(embedding, layers, np.ones(config.d_model))
+    return tree_map(lambda a: np.asarray(a, dtype=np.float32), params)
+
+
+def _checked_params(params, config: GPTConfig) -> GPTParameters:
+    d_kv = config.n_kv_heads * (config.d_model // config.n_heads)
+    dims = Dims(vocab_size=(len(vocabulary()), "the vocabulary has 76 characters"),
+                d_model=(config.d_model, f"config.d_model = {config.d_model}"),
+                n_layers=(config.n_layers, f"config.n_layers = {config.n_layers}"),
+                d_ff=(config.d_ff, f"config.d_ff = {config.d_ff}"),
+                d_kv=(d_kv, f"config.n_kv_heads = {config.n_kv_heads} heads of {config.d_model // config.n_heads}"))
+    return check_weights(params, GPTParameters, "params", dims)
+
+
+def _checked_tokens(tokens, config: GPTConfig, name: str = "tokens") -> np.ndarray:
+    tokens = np.asarray(tokens)  # (batch, n)
+    if tokens.dtype.kind not in "iu":
+        raise TypeError(f"{name} has dtype {tokens.dtype}; expected integer token ids")
+    if tokens.ndim != 2 or not 1 <= tokens.shape[1] <= config.context:
+        raise ValueError(f"{name} has shape {tokens.shape}; expected (batch, n) with 1 <= n <= config.context = "
+                         f"{config.context}")
+    vocab = len(vocabulary())
+    outside = (tokens < 0) | (tokens >= vocab)
+    if outside.any():
+        raise ValueError(f"{name} contains the id {int(tokens[outside].flat[0])}, outside 0 .. {vocab - 1}")
+    return tokens
+
+
+def _no_bias(grads: DecoderBlockWeights) -> DecoderBlockWeights:
+    """The block's gradient with its attention biases' set to 0: today's models have none, so they stay 0."""
+    a = grads.attention
+    return grads._replace(attention=a._replace(b_q=np.zeros_like(a.b_q), b_k=np.zeros_like(a.b_k),
+                                               b_v=np.zeros_like(a.b_v), b_o=np.zeros_like(a.b_o)))
+
+
+def taped(params: GPTParameters, tokens: np.ndarray, config: GPTConfig) -> tuple:
+    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(GPTForward, back)``.
+
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
+    >>> out, back = taped(init_gpt(config), np.array([[1, 2]]), config)
+    >>> back(np.ones_like(out.logits)).embedding.dtype
+    dtype('float32')
+    """
+    x, embedding_back = embedding_vjp.unchecked(params.embedding, tokens)  # (batch, n, d_model)
+    theta = sinusoidal_frequencies(config.d_model // config.n_heads)  # (d_head / 2,): the rotary frequencies
+    attention, backs = [], []
+    for layer in params.layers:
+        (x, weights), back = rotary_block_vjp.unchecked(x, layer, config.n_heads, config.n_kv_heads, theta,
+                                                        EPS)  # (batch, n, d), (batch, h, n, n)
+        attention.append(weights)
+        backs.append(back)
+    normed, norm_back = rms_norm_vjp.unchecked(x, params.norm, EPS)  # (batch, n, d_model)
+    logits, logits_back = tied_logits_vjp.unchecked(normed, params.embedding)  # (batch, n, V): RMS(x) E^T
+
+    def back(dlogits):
+        d_normed, d_table_out = logits_back(dlogits)  # (batch, n, d_model), (V, d_model)
+        dx, dnorm = norm_back(d_normed)
+        layer_grads = []
+        for layer_back in reversed(backs):
+            grads, dx = layer_back(dx)  # dx: (batch, n, d_model)
+            layer_grads.append(_no_bias(grads))
+        d_table = embedding_back(dx) + d_table_out  # (V, d_model): the tied table gets both gradients
+        return GPTParameters(d_table, tuple(reversed(layer_grads)), dnorm)
+
+    return GPTForward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
+
+
+def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> GPTForward:
+    r"""Run the model on ``tokens``: next-character logits at every position and every block's attention.
+
+    .. math:: X_0 = E[x], \quad X_\ell = \operatorname{Block}_\ell(X_{\ell-1}), \quad
+              \text{logits} = \operatorname{RMS}(X_L)\, E^\top
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    tokens : array_like of int
+        ``(batch, n)`` token ids, ``n <= config.context``; position ``t`` predicts token ``t + 1``.
+    config : GPTConfig
+        The configuration the weights were made with.
+
+    Returns
+    -------
+    GPTForward
+        ``logits`` ``(batch, n, V)`` and ``attention`` ``(n_layers, batch, n_heads, n, n)``.
+
+    Examples
+    --------
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=4)
+    >>> gpt_forward(init_gpt(config), np.ones((1, 5), dtype=int), config)
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens has shape (1, 5); expected (batch, n) with 1 <= n <= config.context = 4
+    """
+    config = _checked_config(config)
+    return taped(_checked_params(params, config), _checked_tokens(tokens, config), config)[0]
+
+
+def gpt_batch(rng: np.random.Generator, config: GPTConfig) -> np.ndarray:
+    r"""One training batch: ``batch_size`` windows of ``context + 1`` characters of the training split.
+
+    .. math:: s_b \sim \mathcal{U}\{0, \dots, N_\text{train} - n - 1\}, \qquad x_b = (c_{s_b}, \dots, c_{s_b + n})
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of the window starts.
+    config : GPTConfig
+        ``batch_size`` and ``context``.
+
+    Returns
+    -------
+    ndarray
+        ``(batch_size, context + 1)`` int64; the model reads ``[:, :-1]`` and predicts ``[:, 1:]``.
+
+    Examples
+    --------
+    >>> gpt_batch(np.random.default_rng(0), GPTConfig(batch_size=3, context=10)).shape
+    (3, 11)
+    """
+    config = _checked_config(config)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    return draw(rng, config)
+
+
+def draw(rng: np.random.Generator, config: GPTConfig) -> np.ndarray:
+    """Unchecked kernel of :func:`gpt_batch`.
+
+    >>> draw(np.random.default_rng(0), GPTConfig(batch_size=1, context=4)).shape
+    (1, 5)
+    """
+    train = splits()[0]
+    starts = rng.integers(0, len(train) - config.context - 1, size=config.batch_size)  # (batch,)
+    return train[starts[:, None] + np.arange(config.context + 1)]  # (batch, context + 1)
+
+
+def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_size: int = 32) -> float:
+    r"""Mean cross-entropy in bits of every next character of ``tokens``, read in windows of ``context + 1``.
+
+    .. math:: \text{bpc} = -\frac{1}{\lvert T \rvert} \sum_{t \in T} \log_2 p_\theta(c_t \mid c_{w(t)}, \dots, c_{t-1})
+
+    The text is cut into consecutive, non-overlapping windows of ``context + 1`` characters (the rest
+    at the end is left out); in each, the model predicts characters 1 to ``context`` from those before
+    them in the window, so the first predictions of a window see little context.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    tokens : array_like of int
+        ``(N,)`` a text, e.g. ``splits()[1]``.
+    config : GPTConfig
+        The configuration.
+    batch_size : int, optional
+        Windows per forward pass.
+
+    Returns
+    -------
+    float
+        Bits per character; ``log2(76)`` = 6.25 for a uniform guess.
+
+    Examples
+    --------
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=8)
+    >>> round(bits_per_character(init_gpt(config), encode("To be, or not to be"), config), 1)   # untrained
+    7.3
+    """
+    config = _checked_config(config)
+    params = _checked_params(params, config)
+    tokens = np.asarray(tokens).reshape(-1)
+    n = config.context + 1
+    windows = tokens[: len(tokens) // n * n].reshape(-1, n)  # (windows, context + 1)
+    if len(windows) == 0:
+        raise ValueError(f"tokens has {len(tokens)} characters; at least config.context + 1 = {n} are needed")
+    total = 0.0
+    for start in range(0, len(windows), check_positive_int(batch_size, "batch_size")):
+        chunk = windows[start:start + batch_size]  # (b, context + 1)
+        logits = taped(params, chunk[:, :-1], config)[0].logits  # (b, context, V)
+        log_p = log_softmax(logits.astype(np.float64))  # (b, context, V)
+        total -= float(np.take_along_axis(log_p, chunk[:, 1:, None], axis=-1).sum())
+    return total / (windows.shape[0] * config.context) / math.log(2)
+
+
+# --- generation: with and without a KV cache -----------------------------------------------------------
+
+
+class _Cache(NamedTuple):
+    keys: list  # per block: (rows, h_kv, length, d_head), rotated
+    values: list  # per block: (rows, h_kv, length, d_head)
+
+
+def _cached_step(params: GPTParameters, config: GPTConfig):
+    """``step(cache, tokens) -> (logits, cache)`` that runs one new position, reusing the cached keys and values."""
+    theta = sinusoidal_frequencies(config.d_model // config.n_heads)  # (d_head / 2,)
+    scale = 1.0 / math.sqrt(config.d_model // config.n_heads)
+
+    def step(cache: _Cache, tokens: np.ndarray) -> tuple:
+        position = cache.keys[0].shape[-2]  # the new token's position: the cache's length
+        angles = position * theta[None, :]  # (1, d_head / 2): the new position's turns
+        x = params.embedding[tokens][:, None, :]  # (rows, 1, d_model)
+        keys, values = [], []
+        for layer, k_old, v_old in zip(params.layers, cache.keys, cache.values):
+            a = layer.attention
+            normed = rms_norm.unchecked(x, layer.norm_1, EPS)  # (rows, 1, d_model)
+            q = rotate(split_heads.unchecked(normed @ a.w_q + a.b_q, config.n_heads), angles)  # (rows, h, 1, d_head)
+            k = rotate(split_heads.unchecked(normed @ a.w_k + a.b_k, config.n_kv_heads), angles)  # (rows, h_kv, 1, d)
+            v = split_heads.unchecked(normed @ a.w_v + a.b_v, config.n_kv_heads)  # (rows, h_kv, 1, d_head)
+            dtype = x.dtype
+            k = np.concatenate([k_old, k.astype(dtype)], axis=-2)  # (rows, h_kv, position + 1, d_head)
+            v = np.concatenate([v_old, v], axis=-2)
+            heads, _ = attend_grouped(q.astype(dtype), k, v, None, scale)  # (rows, h, 1, d_head): all seen
+            x = x + merge_heads.unchecked(heads) @ a.w_o + a.b_o  # (rows, 1, d_model)
+            x = x + swiglu_feed_forward.unchecked(rms_norm.unchecked(x, layer.norm_2, EPS), layer.feed_forward)
+            keys.append(k)
+            values.append(v)
+        logits = rms_norm.unchecked(x[:, 0], params.norm, EPS) @ params.embedding.T  # (rows, V)
+        return logits, _Cache(keys, values)
+
+    return step
+
+
+def _recomputing_step(params: GPTParameters, config: GPTConfig):
+    """``step(prefix, tokens) -> (logits, prefix)`` that runs the whole prefix again at every step."""
+    def step(prefix: np.ndarray, tokens: np.ndarray) -> tuple:
+        prefix = np.concatenate([prefix, tokens[:, None]], axis=1)  # (rows, t + 1)
+        return taped(params, prefix, config)[0].logits[:, -1], prefix  # (rows, V)
+
+    return step
+
+
+def generate(params: GPTParameters, config: GPTConfig, prompt: str, n_new: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, seed: int = 0, rows: int = 1,
+             cache: bool = True) -> list[str]:
+    r"""Continue ``prompt`` by ``n_new`` sampled characters, with or without a KV cache.
+
+    .. math:: c_{t+1} \sim \operatorname{softmax}\bigl(\operatorname{filter}(z_t / T)\bigr)
+
+    Sampling is :func:`attnbook.learning.decoding.sample` (temperature, top-k, nucleus). With ``cache``
+    each step runs the new position only and attends to the stored, already rotated keys and values
+    of the earlier ones; without, each step runs the whole text again. Both compute the same logits
+    (to float32 round-off), so the same seed writes the same text. The model reads at most
+    ``context`` characters, so the prompt and the new characters together may not exceed it.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    config : GPTConfig
+        The configuration.
+    prompt : str
+        At least one character of the vocabulary.
+    n_new : int
+        Characters to write.
+    temperature, top_k, top_p : optional
+        As in :func:`attnbook.learning.decoding.sample`.
+    seed : int, optional
+        The random source.
+    rows : int, optional
+        Continuations drawn together.
+    cache : bool, optional
+        Use the KV cache (default) or recompute every step.
+
+    Returns
+    -------
+    list of str
+        ``rows`` continuations (the new characters only).
+
+    Examples
+    --------
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=16)
+    >>> p = init_gpt(config)
+    >>> a = generate(p, config, "To be", 8, seed=1)
+    >>> len(a[0]), a == generate(p, config, "To be", 8, seed=1, cache=False)
+    (8, True)
+    """
+    config = _checked_config(config)
+    params = _checked_params(params, config)
+    ids = encode(prompt)
+    n_new, rows = check_positive_int(n_new, "n_new"), check_positive_int(rows, "rows")
+    if len(ids) < 1 or len(ids) + n_new > config.context:
+        raise ValueError(f"the prompt ({len(ids)} characters) and n_new = {n_new} must together fit in "
+                         f"config.context = {config.context}, with at least one character of prompt")
+    vocab = len(vocabulary())
+    prefix = np.repeat(ids[None, :-1], rows, axis=0)  # (rows, len(prompt) - 1): all but the last character
+    if cache:
+        step = _cached_step(params, config)
+        d_head, dtype = config.d_model // config.n_heads, params.embedding.dtype
+        empty = np.zeros((rows, config.n_kv_heads, 0, d_head), dtype=dtype)  # (rows, h_kv, 0, d_head)
+        state = _Cache([empty] * config.n_layers, [empty] * config.n_layers)
+        for t in range(prefix.shape[1]):  # the prompt, one position at a time
+            state = step(state, prefix[:, t])[1]
+    else:
+        step, state = _recomputing_step(params, config), prefix
+    out = sample(step, state, rows, n_new, temperature, top_k, top_p, seed, bos=int(ids[-1]), eos=vocab)
+    return [decode(row) for row in out.tokens]
+
+
+MODEL = scaffold.Model(
+    name="gpt", config=GPTConfig, init=lambda config, seed: init_gpt(config, seed),
+    forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
+    loss=lambda logits, tokens, config: token_entropy(logits, tokens[:, 1:], np.ones(tokens[:, 1:].shape, dtype=bool)),
+    batch=lambda rng, config: draw(rng, config),
+    evaluate=lambda params, config: {"held_out_bits_per_character": bits_per_character(params, splits()[1], config)},
+    fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
+)
+
+
+def load_gpt(directory=None) -> tuple:
+    """The stored GPT: ``(params, config, record)``, read from ``attnbook/data/trained``.
+
+    .. math:: \\texttt{gpt.npz}, \\texttt{gpt.json} \\mapsto (\\theta, \\text{config}, \\text{record})
+
+    Parameters
+    ----------
+    directory : str or Path, optional
+        Another folder; default the package's data.
+
+    Returns
+    -------
+    tuple
+        ``(params, config, record)``: float32 :class:`GPTParameters`, the :class:`GPTConfig` and the
+        training record (dict).
+
+    Examples
+    --------
+    >>> params, config, record = load_gpt()
+    >>> params.embedding.dtype, record["seed"]
+    (dtype('float32'), 0)
+    """
+    return scaffold.load(MODEL, directory)

@@ -1,0 +1,116 @@
+"""attnbook.learning.models.gpt: the gradient is exact in float64, training runs in float32, the KV cache
+writes what recomputing writes, and the stored model reproduces its record and beats its n-gram baseline."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnbook.learning.analysis.gpt import gpt_head_scores
+from attnbook.learning.gradcheck import gradient_errors
+from attnbook.learning.models import gpt
+from attnbook.learning.models.scaffold import loss_and_gradients
+from attnbook.learning.optim import tree_leaves, tree_map
+from attnbook.text.ngram import fit_ngram, ngram_bits_per_character
+
+SRC = Path(__file__).resolve().parents[3] / "src"
+SMALL = gpt.GPTConfig(d_model=8, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=12, context=8, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def stored():
+    return gpt.load_gpt()
+
+
+def test_the_gradient_of_every_weight_matches_central_differences_in_float64():
+    params = tree_map(lambda a: a.astype(np.float64), gpt.init_gpt(SMALL, seed=2))
+    params = params._replace(layers=tuple(layer._replace(attention=layer.attention._replace(
+        w_o=layer.attention.w_o * 3)) for layer in params.layers))  # larger, so attention matters
+    tokens = gpt.gpt_batch(np.random.default_rng(0), SMALL)  # (batch, context + 1)
+    loss, grads = loss_and_gradients(gpt.MODEL, params, tokens, SMALL)
+    errors = gradient_errors(lambda p: loss_and_gradients(gpt.MODEL, p, tokens, SMALL)[0], params, grads)
+    biases = {path for path in errors if path.split(".")[-1] in ("b_q", "b_k", "b_v", "b_o")}
+    assert max(errors[p] for p in errors if p not in biases) < 1e-6, max(errors, key=errors.get)
+    assert all(not np.any(g) for g in tree_leaves(tuple(l.attention[4:] for l in grads.layers)))  # kept at 0
+
+
+def test_float32_in_and_out_and_close_to_float64():
+    params = gpt.init_gpt(SMALL, seed=1)
+    tokens = gpt.gpt_batch(np.random.default_rng(1), SMALL)
+    loss32, grads32 = loss_and_gradients(gpt.MODEL, params, tokens, SMALL)
+    loss64, grads64 = loss_and_gradients(gpt.MODEL, tree_map(lambda a: a.astype(np.float64), params), tokens, SMALL)
+    assert all(g.dtype == np.float32 for g in tree_leaves(grads32))
+    assert loss32 == pytest.approx(loss64, rel=1e-5)
+    for a, b in zip(tree_leaves(grads32), tree_leaves(grads64)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+def test_the_kv_cache_computes_the_logits_of_recomputing():
+    config = SMALL._replace(context=24)
+    params = gpt.init_gpt(config, seed=3)
+    kwargs = dict(temperature=1.5, top_k=20, top_p=0.95, seed=4, rows=3)
+    assert gpt.generate(params, config, "KING:", 19, **kwargs) == gpt.generate(params, config, "KING:", 19,
+                                                                            cache=False, **kwargs)
+    ids = gpt.encode("To be, or not to be")
+    step, state = gpt._cached_step(params, config), None
+    from attnbook.learning.models.gpt import _Cache
+    empty = np.zeros((1, config.n_kv_heads, 0, config.d_model // config.n_heads), np.float32)
+    state = _Cache([empty] * config.n_layers, [empty] * config.n_layers)
+    cached = []
+    for t in ids:
+        logits, state = step(state, np.array([t]))
+        cached.append(logits[0])
+    full = gpt.gpt_forward(params, ids[None], config).logits[0]  # (n, V)
+    np.testing.assert_allclose(np.array(cached), full, rtol=1e-5, atol=1e-5)
+
+
+def test_generation_refuses_more_than_the_context():
+    with pytest.raises(ValueError, match="must together fit"):
+        gpt.generate(gpt.init_gpt(SMALL), SMALL, "abc", 6)
+
+
+def test_the_splits_are_the_first_seven_plays_and_twelfth_night():
+    train, held_out = gpt.splits()
+    assert gpt.decode(held_out[:13]) == "TWELFTH NIGHT" and "TWELFTH NIGHT" not in gpt.decode(train[-50_000:])
+    assert 0.10 < len(held_out) / (len(train) + len(held_out)) < 0.12
+
+
+def test_the_stored_model_reproduces_its_record_and_beats_the_ngram(stored):
+    params, config, record = stored
+    assert params.embedding.dtype == np.float32
+    metrics = record["metrics"]
+    bpc = gpt.bits_per_character(params, gpt.splits()[1], config)
+    assert bpc == pytest.approx(metrics["held_out_bits_per_character"], rel=1e-9)
+    baseline = fit_ngram(gpt.splits()[0], gpt.NGRAM_ORDER, len(gpt.vocabulary()), gpt.NGRAM_K)
+    ngram = ngram_bits_per_character(baseline, gpt.splits()[1])
+    assert ngram == pytest.approx(metrics["ngram_held_out_bits_per_character"], rel=1e-12)
+    assert bpc < ngram
+    assert record["seconds"] < 600  # trained within ten minutes on this machine
+
+
+def test_a_shortened_retraining_reproduces_the_stored_loss_curve(stored):
+    _, config, record = stored
+    steps = 20
+    code = textwrap.dedent(f"""
+        import json
+        from attnbook.learning.models.gpt import MODEL, GPTConfig
+        from attnbook.learning.models.scaffold import train
+        config = GPTConfig(**json.loads({json.dumps(json.dumps(record["config"]))}))
+        _, record = train(MODEL, config, seed={record["seed"]}, progress=False, n_steps={steps})
+        print(json.dumps(record["losses"]))
+    """)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    np.testing.assert_allclose(json.loads(result.stdout), record["losses"][:steps], rtol=1e-5)
+
+
+def test_the_head_scores_are_weights(stored):
+    params, config, _ = stored
+    s = gpt_head_scores(params, config, n_windows=4)
+    for scores in (s.previous_token, s.induction, s.first_token):
+        assert scores.shape == (config.n_layers, config.n_heads) and np.all((scores >= 0) & (scores <= 1))
