@@ -310,7 +310,7 @@ class Diagram:
                                           linestyle=(0, (5, 3)) if box.kind == "weight" else "-"))
             if box.kind == "mask":  # the hatching, light, under the text
                 axes.add_patch(FancyBboxPatch((x, y), box.w, BOX_H, boxstyle=style, fill=False, hatch="//",
-                                              hatchcolor=(0.12, 0.14, 0.16, 0.3), edgecolor="none", linewidth=0))
+                                              edgecolor=(0.12, 0.14, 0.16, 0.3), linewidth=0))  # hatch drawn in the edge colour
             if box.kind == "result":
                 axes.add_patch(Rectangle((x + 4, y + 4), box.w - 8, BOX_H - 8, fill=False, edgecolor=ink, linewidth=1))
             axes.text(box.x, box.y - 3 if box.detail else box.y + 5, box.label, ha="center", color=ink,
