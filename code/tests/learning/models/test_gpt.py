@@ -56,7 +56,7 @@ def test_the_kv_cache_computes_the_logits_of_recomputing():
     kwargs = dict(temperature=1.5, top_k=20, top_p=0.95, seed=4, rows=3)
     assert gpt.generate(params, config, "KING:", 19, **kwargs) == gpt.generate(params, config, "KING:", 19,
                                                                             cache=False, **kwargs)
-    ids = gpt.encode("To be, or not to be")
+    ids = gpt.encode_chars("To be, or not to be")
     step, state = gpt._cached_step(params, config), None
     from attnbook.learning.models.gpt import _Cache
     empty = np.zeros((1, config.n_kv_heads, 0, config.d_model // config.n_heads), np.float32)
@@ -76,7 +76,7 @@ def test_generation_refuses_more_than_the_context():
 
 def test_the_splits_are_the_first_seven_plays_and_twelfth_night():
     train, held_out = gpt.splits()
-    assert gpt.decode(held_out[:13]) == "TWELFTH NIGHT" and "TWELFTH NIGHT" not in gpt.decode(train[-50_000:])
+    assert gpt.decode_chars(held_out[:13]) == "TWELFTH NIGHT" and "TWELFTH NIGHT" not in gpt.decode_chars(train[-50_000:])
     assert 0.10 < len(held_out) / (len(train) + len(held_out)) < 0.12
 
 

@@ -47,8 +47,8 @@ __all__ = [
     "GPTForward",
     "GPTParameters",
     "bits_per_character",
-    "decode",
-    "encode",
+    "decode_chars",
+    "encode_chars",
     "generate",
     "gpt_batch",
     "gpt_forward",
@@ -157,7 +157,7 @@ def vocabulary() -> str:
     return "".join(sorted(set(shakespeare())))
 
 
-def encode(text: str) -> np.ndarray:
+def encode_chars(text: str) -> np.ndarray:
     """Characters to token ids ``(len(text),)``; a character outside the vocabulary is an error.
 
     Parameters
@@ -172,9 +172,9 @@ def encode(text: str) -> np.ndarray:
 
     Examples
     --------
-    >>> decode(encode("To be"))
+    >>> decode_chars(encode_chars("To be"))
     'To be'
-    >>> encode("caf\\u00e9")
+    >>> encode_chars("caf\\u00e9")
     Traceback (most recent call last):
     ...
     ValueError: 'é' is not one of the model's 76 characters
@@ -186,7 +186,7 @@ def encode(text: str) -> np.ndarray:
     return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
 
 
-def decode(tokens) -> str:
+def decode_chars(tokens) -> str:
     """Token ids back to characters.
 
     Parameters
@@ -200,7 +200,7 @@ def decode(tokens) -> str:
 
     Examples
     --------
-    >>> decode([0, 1])
+    >>> decode_chars([0, 1])
     '\\n '
     """
     v = vocabulary()
@@ -219,12 +219,12 @@ def splits() -> tuple[np.ndarray, np.ndarray]:
     Examples
     --------
     >>> train, held_out = splits()
-    >>> decode(held_out[:13]), len(train) + len(held_out) == len(shakespeare())
+    >>> decode_chars(held_out[:13]), len(train) + len(held_out) == len(shakespeare())
     ('TWELFTH NIGHT', True)
     """
     text = shakespeare()
     cut = text.index(HELD_OUT_PLAY)
-    tokens = encode(text)
+    tokens = encode_chars(text)
     train, held_out = tokens[:cut], tokens[cut:]
     train.flags.writeable = held_out.flags.writeable = False
     return train, held_out
@@ -439,7 +439,7 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
     Examples
     --------
     >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=8)
-    >>> round(bits_per_character(init_gpt(config), encode("To be, or not to be"), config), 1)   # untrained
+    >>> round(bits_per_character(init_gpt(config), encode_chars("To be, or not to be"), config), 1)   # untrained
     7.3
     """
     config = _checked_config(config)
@@ -552,7 +552,7 @@ def generate(params: GPTParameters, config: GPTConfig, prompt: str, n_new: int, 
     """
     config = _checked_config(config)
     params = _checked_params(params, config)
-    ids = encode(prompt)
+    ids = encode_chars(prompt)
     n_new, rows = check_positive_int(n_new, "n_new"), check_positive_int(rows, "rows")
     if len(ids) < 1 or len(ids) + n_new > config.context:
         raise ValueError(f"the prompt ({len(ids)} characters) and n_new = {n_new} must together fit in "
@@ -569,7 +569,7 @@ def generate(params: GPTParameters, config: GPTConfig, prompt: str, n_new: int, 
     else:
         step, state = _recomputing_step(params, config), prefix
     out = sample(step, state, rows, n_new, temperature, top_k, top_p, seed, bos=int(ids[-1]), eos=vocab)
-    return [decode(row) for row in out.tokens]
+    return [decode_chars(row) for row in out.tokens]
 
 
 MODEL = scaffold.Model(
