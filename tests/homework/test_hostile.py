@@ -262,6 +262,8 @@ def test_the_grader_says_how_each_sandbox_is_capped(attacked):
     said = attacked["stderr"]
     if attacked["as_user"]:
         assert "3 GiB per sandbox as 6 processes of at most 512 MiB (resource limits: not root" in said, said
+        # the sandboxes share the user's uid and its process limit: a fork in one must not starve another
+        assert "one at a time instead of --jobs 2" in said, said
     else:
         assert f"{ROOT_MEMORY_GIB} GiB and 64 processes per sandbox (cgroup v" in said or "(resource limits:" in said, said
 

@@ -18,6 +18,7 @@ import contextlib
 import io
 import os
 import signal
+import sys
 import time
 import unicodedata
 from pathlib import Path
@@ -534,6 +535,12 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
             raise HomeworkError(f"cannot isolate the submissions, so nothing was graded: {error}. Mend that, or, "
                                 "knowing that every submission then runs with your rights and can change the "
                                 "grades, pass --unsafe-no-sandbox (make grade ... UNSAFE_NO_SANDBOX=1)") from None
+    if sandboxed and os.geteuid() != 0 and jobs > 1:
+        # graded as another user, every sandbox runs under that user's uid, whose process limit they share:
+        # one submission's processes would count against another's, so the sandboxes run one at a time
+        print(f"homework: graded as a user, the sandboxes share your uid and its process limit: one at a time "
+              f"instead of --jobs {jobs} (as root each submission has a uid of its own)", file=sys.stderr)
+        jobs = 1
     out.mkdir(parents=True, exist_ok=True)
     results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps)
     names = feedback_names([item["row"] for item in found])
