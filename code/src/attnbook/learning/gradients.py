@@ -81,6 +81,25 @@ def sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return summed.reshape(shape)
 
 
+def sum_rows(g: np.ndarray) -> np.ndarray:
+    """Unchecked kernel: the gradient of a bias or gain applied to every row, ``g`` ``(..., d)`` summed to ``(d,)``.
+
+    >>> sum_rows(np.ones((2, 3, 4))).tolist()
+    [6.0, 6.0, 6.0, 6.0]
+    """
+    return g.reshape(-1, g.shape[-1]).sum(axis=0)  # (d,)
+
+
+def check_output_gradient(gradient, shape: tuple[int, ...], name: str) -> None:
+    """Unchecked kernel: refuse an output gradient ``name`` that is not of the output's ``shape`` (a shape, not a scan).
+
+    >>> check_output_gradient(np.ones((2, 3)), (2, 3), "dy")
+    """
+    if np.shape(gradient) != shape:
+        raise ValueError(f"{name} has shape {np.shape(gradient)} but the output has shape {shape}; "
+                         "expected the gradient of the loss with respect to the output, of its shape")
+
+
 def _checked_weights(weights, name: str = "weights") -> np.ndarray:
     """A softmax output: non-negative, each slice summing to 1 (or to 0 when fully masked)."""
     a = as_float_array(weights, name)  # (..., n)

@@ -45,7 +45,7 @@ from ..transformer import (
     layer_norm,
 )
 from ..validation import as_float_array, boundary
-from .gradients import backpropagate, linear_grads, sum_to_shape
+from .gradients import backpropagate, check_output_gradient, linear_grads, sum_rows, sum_to_shape
 
 __all__ = [
     "decoder_layer_vjp",
@@ -56,18 +56,6 @@ __all__ = [
     "multi_head_vjp",
     "tied_logits_vjp",
 ]
-
-
-def _sum_rows(g: np.ndarray) -> np.ndarray:
-    """The gradient of a bias added to every row: ``g`` ``(..., d)`` summed to ``(d,)``."""
-    return g.reshape(-1, g.shape[-1]).sum(axis=0)  # (d,)
-
-
-def _of_shape(gradient, shape: tuple[int, ...], name: str) -> None:
-    """Refuse an output gradient ``name`` that is not of the output's ``shape`` (a shape, not a scan)."""
-    if np.shape(gradient) != shape:
-        raise ValueError(f"{name} has shape {np.shape(gradient)} but the output has shape {shape}; "
-                         "expected the gradient of the loss with respect to the output, of its shape")
 
 
 def _table(table) -> np.ndarray:
@@ -124,7 +112,7 @@ def embedding_vjp(table, tokens) -> tuple:
     x = table[tokens]  # (..., d_model)
 
     def back(dx):
-        _of_shape(dx, x.shape, "dx")
+        check_output_gradient(dx, x.shape, "dx")
         dtable = np.zeros(table.shape, dtype=np.result_type(table, dx))  # (vocab, d_model)
         np.add.at(dtable, tokens, dx)  # row t_i += dx_i, repeated tokens accumulate
         return dtable
@@ -170,7 +158,7 @@ def tied_logits_vjp(x, table) -> tuple:
     logits = x @ table.T  # (..., vocab)
 
     def back(dlogits):
-        _of_shape(dlogits, logits.shape, "dlogits")
+        check_output_gradient(dlogits, logits.shape, "dlogits")
         dx, dtable_t = linear_grads(x, table.T, dlogits)  # (..., d_model), (d_model, vocab)
         return dx, dtable_t.T  # (..., d_model), (vocab, d_model)
 
@@ -217,11 +205,11 @@ def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
     x_hat = (x - x.mean(axis=-1, keepdims=True)) / std  # (..., d)
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         g = dy * gamma  # (..., d): the gradient reaching x_hat
         dx = (g - g.mean(axis=-1, keepdims=True)
               - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / std  # (..., d)
-        return dx, _sum_rows(dy * x_hat), _sum_rows(dy)  # (..., d), (d,), (d,)
+        return dx, sum_rows(dy * x_hat), sum_rows(dy)  # (..., d), (d,), (d,)
 
     return y, back
 
@@ -261,11 +249,11 @@ def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
     y = hidden @ weights.w_2 + weights.b_2  # (..., n, d_model), as feed_forward computes it
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         dhidden, dw_2 = linear_grads(hidden, weights.w_2, dy)  # (..., n, d_ff), (d_ff, d_model)
         dpre = dhidden * (hidden > 0)  # (..., n, d_ff): through the ReLU
         dx, dw_1 = linear_grads(x, weights.w_1, dpre)  # (..., n, d_model), (d_model, d_ff)
-        return FeedForwardWeights(dw_1, _sum_rows(dpre), dw_2, _sum_rows(dy)), dx
+        return FeedForwardWeights(dw_1, sum_rows(dpre), dw_2, sum_rows(dy)), dx
 
     return y, back
 
@@ -328,7 +316,7 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
     output = concat @ w.w_o + w.b_o  # (..., n_q, d_model), as multi_head_attention computes it
 
     def back(d_output):
-        _of_shape(d_output, output.shape, "d_output")
+        check_output_gradient(d_output, output.shape, "d_output")
         d_concat, dw_o = linear_grads(concat, w.w_o, d_output)  # (..., n_q, d_model), (d_model, d_model)
         (dq, dk, dv), _ = backpropagate(q, k, v, attention, split(d_concat, n_heads), mask,
                                         scale)  # each (..., h, n, d_head), summed to the shape of q, k, v
@@ -336,8 +324,8 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
         dquery, dw_q = linear_grads(query, w.w_q, dq)  # (..., n_q, d_model), (d_model, d_model)
         dkey, dw_k = linear_grads(key, w.w_k, dk)  # (..., n_k, d_model), (d_model, d_model)
         dvalue, dw_v = linear_grads(value, w.w_v, dv)  # (..., n_k, d_model), (d_model, d_model)
-        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, _sum_rows(dq), _sum_rows(dk), _sum_rows(dv),
-                                 _sum_rows(d_output))
+        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, sum_rows(dq), sum_rows(dk), sum_rows(dv),
+                                 sum_rows(d_output))
         return grads, dquery, dkey, dvalue
 
     return AttentionResult(output, attention), back
@@ -455,7 +443,7 @@ def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, mem
     y_3, norm_3_back = norm(y_2 + fed, *weights.norm_3)  # (..., n_t, d_model)
 
     def back(dout):
-        _of_shape(dout, y_3.shape, "dout")
+        check_output_gradient(dout, y_3.shape, "dout")
         ds_3, dgamma_3, dbeta_3 = norm_3_back(dout)  # (..., n_t, d_model)
         d_feed, dy_2 = feed_back(ds_3)
         ds_2, dgamma_2, dbeta_2 = norm_2_back(ds_3 + dy_2)

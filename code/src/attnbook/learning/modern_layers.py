@@ -32,21 +32,9 @@ from ..modern import DecoderBlockResult, DecoderBlockWeights, SwiGLUWeights, rms
 from ..multihead import MultiHeadWeights, attend_grouped, check_heads, check_kv_heads, merge_heads, split_heads
 from ..positional import apply_rotary, rotate, sinusoidal_frequencies
 from ..validation import Dims, as_float_array, boundary, check_weights
-from .gradients import backpropagate, linear_grads, sum_to_shape
+from .gradients import backpropagate, check_output_gradient, linear_grads, sum_rows, sum_to_shape
 
 __all__ = ["gqa_attention_vjp", "rms_norm_vjp", "rotary_block_vjp", "rotary_vjp", "swiglu_vjp"]
-
-
-def _sum_rows(g: np.ndarray) -> np.ndarray:
-    """The gradient of a bias or gain applied to every row: ``g`` ``(..., d)`` summed to ``(d,)``."""
-    return g.reshape(-1, g.shape[-1]).sum(axis=0)  # (d,)
-
-
-def _of_shape(gradient, shape: tuple[int, ...], name: str) -> None:
-    """Refuse an output gradient ``name`` that is not of the output's ``shape``."""
-    if np.shape(gradient) != shape:
-        raise ValueError(f"{name} has shape {np.shape(gradient)} but the output has shape {shape}; "
-                         "expected the gradient of the loss with respect to the output, of its shape")
 
 
 @boundary(rms_norm.check)
@@ -89,10 +77,10 @@ def rms_norm_vjp(x, gamma=None, eps: float = 1e-6) -> tuple:
     x_hat = x * r  # (..., d)
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         g = dy * gamma  # (..., d): the gradient reaching x_hat
         dx = r * (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True))  # (..., d)
-        return dx.astype(dtype, copy=False), _sum_rows(dy * x_hat).astype(dtype, copy=False)  # (..., d), (d,)
+        return dx.astype(dtype, copy=False), sum_rows(dy * x_hat).astype(dtype, copy=False)  # (..., d), (d,)
 
     return y, back
 
@@ -137,7 +125,7 @@ def swiglu_vjp(x, weights: SwiGLUWeights) -> tuple:
     silu = z * sigma  # (..., n, d_ff)
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         hidden = silu * u  # (..., n, d_ff)
         dhidden, dw_down = linear_grads(hidden, weights.w_down, dy)  # (..., n, d_ff), (d_ff, d_model)
         du = dhidden * silu  # (..., n, d_ff)
@@ -202,7 +190,7 @@ def rotary_vjp(x, positions=None, frequencies=None) -> tuple:
     y = rotate(x, angles).astype(dtype, copy=False)  # (..., n, d_head): the core's kernel
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         return rotate(dy, -angles).astype(dtype, copy=False)  # (..., n, d_head): R_p^T undone
 
     return y, back
@@ -286,7 +274,7 @@ def gqa_attention_vjp(x, weights: MultiHeadWeights, n_heads: int, n_kv_heads: in
     output = concat @ w.w_o + w.b_o  # (..., n, d_model)
 
     def back(d_out):
-        _of_shape(d_out, output.shape, "d_out")
+        check_output_gradient(d_out, output.shape, "d_out")
         d_concat, dw_o = linear_grads(concat, w.w_o, d_out)  # (..., n, d_model), (d_model, d_model)
         *lead, h, _, _ = q.shape
         group = h // n_kv_heads
@@ -302,8 +290,8 @@ def gqa_attention_vjp(x, weights: MultiHeadWeights, n_heads: int, n_kv_heads: in
         dx_q, dw_q = linear_grads(x, w.w_q, dq)  # (..., n, d_model), (d_model, d_model)
         dx_k, dw_k = linear_grads(x, w.w_k, dk)  # (..., n, d_model), (d_model, d_kv)
         dx_v, dw_v = linear_grads(x, w.w_v, dv)
-        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, _sum_rows(dq), _sum_rows(dk), _sum_rows(dv),
-                                 _sum_rows(d_out))
+        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, sum_rows(dq), sum_rows(dk), sum_rows(dv),
+                                 sum_rows(d_out))
         return grads, (dx_q + dx_k + dx_v).astype(dtype, copy=False)
 
     return AttentionResult(output, attention), back
@@ -374,7 +362,7 @@ def rotary_block_vjp(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: 
     y = z + fed  # (..., n, d_model)
 
     def back(dy):
-        _of_shape(dy, y.shape, "dy")
+        check_output_gradient(dy, y.shape, "dy")
         d_feed, d_normed_2 = feed_back(dy)
         d_z_norm, dgamma_2 = norm_2_back(d_normed_2)
         dz = dy + d_z_norm  # (..., n, d_model): the residual passes dy on
