@@ -13,7 +13,8 @@
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, a build executing every notebook)
-#   make words      print the visible prose of every page (BASE=rev compares with a git revision)
+#   make words      print the visible prose of every page (BASE=rev compares with a git revision;
+#                   MAIN=1 counts each chapter's main path, Overview to Summary)
 #   make clean      remove the build and the execution cache
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -112,7 +113,7 @@ train: $(STAMP)
 
 # visible prose per page (tools/visible_words.py): printed figures, not a test
 words: $(STAMP)
-	$(PY) -m tools.visible_words $(if $(BASE),--base $(BASE))
+	$(PY) -m tools.visible_words $(if $(BASE),--base $(BASE)) $(if $(MAIN),--main-path)
 
 # page weight (bytes a browser downloads per page) and build sizes: printed figures, not a test
 site-size: book browser

@@ -5,7 +5,10 @@
 fences, directive options (``:label: ...``), comments and label targets do not count; the bodies of
 prose directives (admonitions, proofs, exercises, figure captions) do, and inline math or a role
 (``{ref}`x```) counts as one word. With ``--base REV`` it also prints the count at that git revision
-and the change, the measure of issue #11 ("at least 25% less visible prose"). ``make words`` runs it.
+and the change, the measure of issue #11 ("at least 25% less visible prose"). With ``--main-path`` it
+counts only each chapter's main path, from ``## Overview`` to the end of ``## Summary`` (the section before
+``## History`` or ``## Exercises``), the length issue #27 bounds at about 2,500 words; pages without an
+overview are left out. ``make words`` runs it (``MAIN=1`` for the main path).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 from tools import ROOT
 
-__all__ = ["visible_words"]
+__all__ = ["main_path", "visible_words"]
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 _PROSE_DIRECTIVE = re.compile(r"^\{(?!code-cell|literalinclude|code|math|raw|glue)")
@@ -51,6 +54,15 @@ def visible_words(text: str) -> int:
     return len(_WORD.findall(prose))
 
 
+def main_path(text: str) -> str | None:
+    """The chapter's main path in ``text``: from ``## Overview`` up to the section after ``## Summary``."""
+    start = re.search(r"^## Overview\s*$", text, flags=re.M)
+    if start is None:
+        return None
+    end = re.search(r"^## (History|Exercises|Supplement|Sources)\s*$", text[start.end():], flags=re.M)
+    return text[start.start(): start.end() + end.start()] if end else text[start.start():]
+
+
 def _at_revision(path: Path, revision: str) -> str | None:
     relative = path.resolve().relative_to(ROOT).as_posix()
     shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{relative}"],
@@ -62,17 +74,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--base", help="a git revision to compare with")
+    parser.add_argument("--main-path", action="store_true", help="count only each chapter's main path")
     args = parser.parse_args(argv)
     files = args.files or sorted((ROOT / "chapters").glob("*.md"))
+
+    def count(text: str | None) -> int | None:
+        if text is not None and args.main_path:
+            text = main_path(text)
+        return None if text is None else visible_words(text)
+
     total_now = total_then = 0
     for path in files:
-        now = visible_words(path.read_text(encoding="utf-8"))
+        now = count(path.read_text(encoding="utf-8"))
+        if now is None:
+            continue
         total_now += now
         if args.base is None:
             print(f"{now:7d}  {path.name}")
             continue
-        old = _at_revision(path, args.base)
-        then = visible_words(old) if old is not None else 0
+        then = count(_at_revision(path, args.base)) or 0
         total_then += then
         change = f"{(now - then) / then:+7.1%}" if then else "    new"
         print(f"{then:7d} {now:7d} {change}  {path.name}")
