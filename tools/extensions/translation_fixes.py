@@ -1,0 +1,113 @@
+"""What the book's other languages need of Sphinx's translation (issue #28), a local Sphinx extension.
+
+**Glued numbers survive translation.** Sphinx translates a page by parsing each translated message again, on its own, into a fresh document
+(``sphinx.transforms.i18n.publish_msgstr``). myst-nb's ``{glue:text}`key``` role looks the key up in the
+notebook the *document* was made from (``document["nb_renderer"]``), which the fresh document lacks, so
+every glued number of a translated paragraph renders empty, with the warning "No key ... found in glue
+data for this document" (``upstream/myst-nb-glue-in-translated-messages.md``).
+
+myst-nb's cross-document form, ``{glue:text}`page.md::key:format```, does not need the renderer: it
+leaves a pending reference that a post-transform fills from the glue cache the notebook's reading wrote
+(``<docname>.glue.json``). So, before Sphinx parses a translated message, every local glue role in it is
+rewritten to that form with the page's own file name: the translator writes ``{glue:text}`key``` as the
+English does, and the number on the translated page is the English page's, from the same execution.
+
+**Exercise titles are translatable.** sphinx-exercise builds an exercise's title (the directive's
+argument) without the source position and raw text that Sphinx's message extraction asks of a node, so
+``make translations`` would never offer "Scale the scores" to a translator, and a solution, whose title
+repeats its exercise's, would stay English too (``upstream/sphinx-exercise-titles-not-extracted.md``).
+The directive is wrapped to give the title node its source, line and raw text, which the read-time
+translation needs; and since the gettext builder extracts from the resolved page, where sphinx-exercise has
+replaced that node by "Exercise n (title)", the resolved title is given the same, for the gettext builder only.
+A solution's title repeats its exercise's from sphinx-exercise's registry, which holds the exercise as it was
+before the page was translated; after translation the registry is pointed at the translated exercise.
+
+The English build never parses a translated message, and the exercise titles render as before, so the
+extension changes nothing a reader of the English pages sees.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+from docutils import nodes
+from sphinx.transforms import i18n
+from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx_exercise.directive import ExerciseDirective, ExerciseStartDirective
+from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node, exercise_subtitle
+
+__all__ = ["own_page_glue", "setup"]
+
+# {glue:text}`key` or {glue:text}`key:format`, not already `page::key`
+_LOCAL_GLUE = re.compile(r"\{glue:text\}`(?P<key>[^`:]+)(?P<format>:[^`:]*)?`")
+
+
+def own_page_glue(message: str, page: str) -> str:
+    """The translated ``message`` with each local ``{glue:text}`` role pointing at its own ``page`` file.
+
+    >>> own_page_glue("n = {glue:text}`n`, p = {glue:text}`p:.2f`, q = {glue:text}`b.md::q:d`", "a.md")
+    'n = {glue:text}`a.md::n:s`, p = {glue:text}`a.md::p:.2f`, q = {glue:text}`b.md::q:d`'
+    """
+    return _LOCAL_GLUE.sub(lambda m: f"{{glue:text}}`{page}::{m['key']}{m['format'] or ':s'}`", message)
+
+
+def _publishing_own_page_glue(publish):
+    def publish_msgstr(app, source, source_path, source_line, config, settings):
+        return publish(app, own_page_glue(source, PurePath(source_path).name), source_path, source_line,
+                       config, settings)
+    publish_msgstr.__wrapped__ = publish
+    return publish_msgstr
+
+
+def _with_translatable_title(run):
+    def run_with_translatable_title(self):
+        result = run(self)
+        for node in result:
+            for subtitle in node.findall(exercise_subtitle):
+                subtitle.source, subtitle.line = self.state_machine.get_source_and_line(self.lineno)
+                subtitle.rawsource = self.arguments[0]
+                node["title_message"] = (subtitle.source, subtitle.line, subtitle.rawsource)
+        return result
+    run_with_translatable_title.__wrapped__ = run
+    return run_with_translatable_title
+
+
+class RegisterTranslatedExercises(SphinxTransform):
+    """After the page's translation (Sphinx's ``Locale``, priority 20), its solutions' titles repeat the translated exercise."""
+
+    default_priority = 21
+
+    def apply(self, **kwargs) -> None:
+        registry = getattr(self.env, "sphinx_exercise_registry", {})
+        for exercise in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+            entry = registry.get(exercise.get("label"))
+            if entry is not None and entry.get("docname") == self.env.docname:
+                entry["node"] = exercise.deepcopy()  # the page resolves its own copy later
+
+
+class OfferResolvedExerciseTitles(SphinxPostTransform):
+    """For the gettext builder: the resolved title of an exercise offers its title's message."""
+
+    default_priority = 25  # after sphinx-exercise resolves the titles (20 and 21)
+    builders = ("gettext",)
+
+    def run(self, **kwargs) -> None:
+        for exercise in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+            if "title_message" in exercise and isinstance(exercise.children[0], nodes.title):
+                title = exercise.children[0]
+                title.source, title.line, title.rawsource = exercise["title_message"]
+                title.uid = ""  # the gettext catalog takes only nodes with a uid (it is for versioning)
+
+
+def setup(app):
+    # once per process, however many builds it runs
+    if not hasattr(i18n.publish_msgstr, "__wrapped__"):
+        i18n.publish_msgstr = _publishing_own_page_glue(i18n.publish_msgstr)
+    for directive in (ExerciseDirective, ExerciseStartDirective):
+        if not hasattr(directive.run, "__wrapped__"):
+            directive.run = _with_translatable_title(directive.run)
+    app.add_transform(RegisterTranslatedExercises)
+    app.add_post_transform(OfferResolvedExerciseTitles)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
