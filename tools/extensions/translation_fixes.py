@@ -80,6 +80,8 @@ class RegisterTranslatedExercises(SphinxTransform):
     default_priority = 21
 
     def apply(self, **kwargs) -> None:
+        if self.config.language in (None, "", "en"):
+            return  # nothing was translated: the registry holds the page's exercises as they are
         registry = getattr(self.env, "sphinx_exercise_registry", {})
         for exercise in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
             entry = registry.get(exercise.get("label"))
