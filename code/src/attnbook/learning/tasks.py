@@ -1,8 +1,9 @@
 """Data for attention that learns: tasks whose answers are known, so what a model learns can be checked.
 
 Reversal (:func:`reversal_batch`), repeated random tokens (:func:`repeated_sequence_batch`), associative
-recall and the most recent signal; the digits are :mod:`attnbook.learning.digits`. Token conventions of the sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; the symbols are
-``FIRST_SYMBOL = 3`` onwards, so a task with ``n_symbols`` symbols has ``n_symbols + 3`` tokens.
+recall and the most recent signal; the digits are :mod:`attnbook.learning.digits`. Token conventions of the
+sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; the symbols are ``FIRST_SYMBOL = 3`` onwards, so a
+task with ``n_symbols`` symbols has ``n_symbols + 3`` tokens.
 
 >>> batch = reversal_batch(1, n_symbols=5, min_length=4, max_length=4, seed=0)
 >>> batch.source.tolist(), batch.target_out.tolist()
