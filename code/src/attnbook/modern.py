@@ -205,10 +205,8 @@ def swiglu_feed_forward(x, weights: SwiGLUWeights) -> np.ndarray:
 
     Parameters
     ----------
-    x : array_like
-        ``(..., n, d_model)`` token vectors.
-    weights : SwiGLUWeights
-        See :class:`SwiGLUWeights`.
+    x, weights
+        As in :func:`attnbook.feed_forward`, ``weights`` a :class:`SwiGLUWeights`.
 
     Returns
     -------
