@@ -13,6 +13,7 @@
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, a build executing every notebook)
+#   make package-lines  print each package folder's lines and the share that is docstrings
 #   make words      print the visible prose of every page (BASE=rev compares with a git revision;
 #                   MAIN=1 counts each chapter's main path, Overview to Summary)
 #   make clean      remove the build and the execution cache
@@ -28,7 +29,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) -m tools.build_book
@@ -110,6 +111,10 @@ bench-grading: $(STAMP) sandbox
 # the trained models (tools/train.py): weights and training records as package data, from fixed seeds
 train: $(STAMP)
 	$(PY) -m tools.train $(MODELS)
+
+# lines per package folder and their docstrings' share (tools/package_lines.py): printed figures, not a test
+package-lines: $(STAMP)
+	$(PY) -m tools.package_lines $(if $(BASE),--base $(BASE))
 
 # visible prose per page (tools/visible_words.py): printed figures, not a test
 words: $(STAMP)

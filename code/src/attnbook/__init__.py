@@ -1,13 +1,7 @@
 """attnbook: the attention package of the executable textbook.
 
-One implementation, imported by every chapter and reused by every exercise check. The core is this
-folder's modules, what the chapters show: ``validation``, ``softmax``, ``attention``, ``masks``,
-``multihead``, ``positional`` (sinusoidal, rotary, ALiBi), ``recurrent``, ``transformer`` and ``modern``.
-The companions are folders named by their job, and they use the core, never the other way round:
-``efficient`` (the same numbers with less memory or time), ``learning`` (gradients, optimisers, the
-training loop, the trained models), ``measure`` (counts, probes, timing), ``figures``, ``beyond``
-(attention beyond text), ``book`` (the book's own machinery) and ``homework`` (the checks, imported from
-there: ``from attnbook.homework import check_softmax``).
+The core is this folder's modules; the companions, folders named by their job, use the core, never the
+other way round (code/README.md describes every module).
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention, causal_mask

@@ -1,11 +1,7 @@
 """Scaled dot-product attention, ``softmax(Q K^T / sqrt(d_k)) V``, and self-attention of one sequence.
 
-This module is the reference: :func:`scaled_dot_product_attention` is the formula line by line,
-its arguments checked once at its boundary (:func:`check_attention_inputs`, which the fast paths of
-:mod:`attnbook.efficient` share). :func:`self_attention` projects a sequence
-to queries, keys and values (``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``) and attends; the
-projection matrices are the only learned parameters of one attention head. A faster kernel for
-large batches, tested equal to this one, is :func:`attnbook.efficient.batched.batched_attention`.
+The reference: :func:`scaled_dot_product_attention` is the formula line by line, its arguments checked
+once (:func:`check_attention_inputs`, which the fast paths of :mod:`attnbook.efficient` share).
 
 >>> import numpy as np
 >>> q = np.eye(2); k = 2 * np.eye(2); v = np.eye(2)
@@ -125,10 +121,8 @@ def check_qkv(q, k, v=None) -> tuple[np.ndarray, ...]:
 
     Parameters
     ----------
-    q, k : array_like
-        Queries and keys.
-    v : array_like, optional
-        Values.
+    q, k, v : array_like
+        As in :func:`scaled_dot_product_attention` (``v`` optional).
 
     Returns
     -------
@@ -165,12 +159,8 @@ def check_attention_inputs(q, k, v, mask=None, scale=None) -> tuple:
 
     Parameters
     ----------
-    q, k, v : array_like
-        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``.
-    mask : array_like of bool, optional
-        Broadcasting to ``(..., n_q, n_k)``.
-    scale : float, optional
-        See :func:`check_scale`.
+    q, k, v, mask, scale
+        As in :func:`scaled_dot_product_attention`.
 
     Returns
     -------
@@ -199,14 +189,8 @@ def check_projections(x, w_q, w_k, w_v, mask=None, scale=None, name: str = "x") 
 
     Parameters
     ----------
-    x : array_like
-        The tokens, one per row.
-    w_q, w_k, w_v : array_like
-        The projections (``d_k >= 1``).
-    mask : array_like of bool, optional
-        Broadcasting to the ``(..., n, n)`` weights.
-    scale : float, optional
-        See :func:`check_scale`.
+    x, w_q, w_k, w_v, mask, scale
+        As in :func:`self_attention`.
     name : str
         The name of ``x``.
 

@@ -1,10 +1,7 @@
 """Boolean attention masks (True = the query may attend to that key), and their additive form.
 
-Papers and most libraries write masks *additively* instead: a bias of 0 where attention is allowed
-and ``-inf`` where it is not, added to the scores before the softmax. :func:`additive_mask` and
-:func:`mask_from_additive` convert between the two; :func:`plain_softmax` shows what a softmax
-without this package's rule for fully masked rows does (it returns NaN), and
-:func:`fully_masked_rows` finds those rows.
+:func:`additive_mask` and :func:`mask_from_additive` convert to and from the additive form papers use;
+:func:`plain_softmax` returns NaN on the fully masked rows :func:`fully_masked_rows` finds.
 
 >>> causal_mask(3).astype(int).tolist()
 [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
@@ -83,9 +80,7 @@ def padding_mask(lengths, n: int | None = None) -> np.ndarray:
 
     .. math:: M_{b0j} = [\, j < \text{lengths}_b \,]
 
-    The middle axis of size 1 broadcasts over the queries, so the mask can be passed straight to
-    attention of shape ``(batch, n, n)``. Padded *queries* still attend to the real keys; their
-    outputs are meaningless and are ignored downstream (e.g. by the loss).
+    The middle axis broadcasts over the queries. Padded *queries* still attend; the loss ignores them.
 
     Parameters
     ----------
@@ -128,8 +123,6 @@ def banded_mask(n: int, window: int, causal: bool = False) -> np.ndarray:
     r"""Truncated (banded) self-attention: query ``i`` sees keys ``j`` with ``|i - j| <= window``.
 
     .. math:: M_{ij} = [\, |i - j| \le w \,] \quad\text{or, causal,}\quad [\, i - w \le j \le i \,]
-
-    Used for long sequences such as speech, where each frame needs only a local context.
 
     Parameters
     ----------
@@ -242,9 +235,6 @@ def mask_from_additive(bias) -> np.ndarray:
 
     .. math:: M_{ij} = [\, B_{ij} > -\infty \,]
 
-    Any finite bias (0, or a learned or positional bias) counts as allowed; only ``-inf`` excludes
-    a pair.
-
     Parameters
     ----------
     bias : array_like
@@ -273,17 +263,13 @@ def plain_softmax(x, axis: int = -1) -> np.ndarray:
 
     .. math:: \frac{e^{x_i - m}}{\sum_j e^{x_j - m}}, \quad m = \max_j x_j
 
-    Logits of ``-inf`` get weight 0, as in :func:`attnbook.softmax`; but a slice whose logits are
-    *all* ``-inf`` comes out as NaN, because its maximum is ``-inf`` and ``-inf - (-inf)`` is NaN
-    (without the shift it would be ``0/0``). This is what ``torch.softmax`` and most frameworks'
-    plain softmax return. Floating-point warnings are silenced: the NaN is the documented result.
+    A slice whose logits are *all* ``-inf`` comes out as NaN (``-inf - (-inf)``), as ``torch.softmax``
+    returns; :func:`attnbook.softmax` gives it zeros.
 
     Parameters
     ----------
-    x : array_like
-        Real logits, at least one dimension; ``-inf`` allowed.
-    axis : int
-        The axis normalised.
+    x, axis
+        As in :func:`attnbook.softmax`.
 
     Returns
     -------
@@ -307,8 +293,6 @@ def fully_masked_rows(mask) -> np.ndarray:
     r"""Which queries have no allowed key at all: ``~mask.any(axis=-1)``.
 
     .. math:: r_i = \lnot \bigvee_j M_{ij}
-
-    By the package's convention such a query gets all-zero weights and a zero output.
 
     Parameters
     ----------
@@ -343,13 +327,9 @@ def check_mask(mask, n_q: int, n_k: int, context: str = "", name: str = "mask") 
     Parameters
     ----------
     mask : array_like of bool
-        True where query ``i`` may attend to key ``j``.
-    n_q, n_k : int
-        The numbers of queries and keys.
-    context : str
-        Added to the error (the shapes of q and k).
-    name : str
-        The mask's name.
+        As in :func:`attnbook.scaled_dot_product_attention`.
+    n_q, n_k, context, name
+        The numbers of queries and keys; added to the error (the shapes of q and k); the mask's name.
 
     Returns
     -------
@@ -378,12 +358,8 @@ def check_head_mask(mask, n_q: int, n_k: int, name: str = "mask", context: str =
     ----------
     mask : array_like of bool
         ``(n_q, n_k)`` or ``(batch, n_q | 1, n_k)`` for every head, or ``(batch, n_heads | 1, n_q | 1, n_k)``.
-    n_q, n_k : int
-        The numbers of queries and keys.
-    name : str
-        The mask's name.
-    context : str
-        Added to the error.
+    n_q, n_k, name, context
+        As in :func:`check_mask`.
 
     Returns
     -------
@@ -439,10 +415,8 @@ def check_causal(causal, n_q: int, n_k: int) -> bool:
 
     Parameters
     ----------
-    causal : bool
-        Whether query ``i`` sees only keys ``j <= i + n_k - n_q``.
-    n_q, n_k : int
-        The numbers of queries and keys.
+    causal, n_q, n_k
+        As in :func:`causal_mask`.
 
     Returns
     -------

@@ -1,9 +1,7 @@
 """The decoder-only block of today's language models: RMSNorm, a SwiGLU feed-forward network, pre-norm.
 
-A modern block changes three things around the attention of Vaswani et al. (2017): each sub-layer
-reads a normalised copy of the residual stream and adds its output back unnormalised (pre-norm),
-the normalisation is RMSNorm (no mean, no shift), and the feed-forward network is gated (SwiGLU).
-Its attention is causal multi-head attention, grouped-query when ``n_kv_heads < n_heads``.
+Its attention is causal multi-head attention, grouped-query when ``n_kv_heads < n_heads``
+(:func:`attnbook.multi_head_attention`).
 
 >>> import numpy as np
 >>> block = init_decoder_block(d_model=8, d_ff=16, n_heads=4, n_kv_heads=2, seed=0)
@@ -48,12 +46,10 @@ class SwiGLUWeights(NamedTuple):
 
     Attributes
     ----------
-    w_gate : ndarray
-        ``(d_model, d_ff)`` the projection that passes through SiLU and gates (Shazeer's :math:`W`).
-    w_up : ndarray
-        ``(d_model, d_ff)`` the projection that is gated (Shazeer's :math:`V`).
+    w_gate, w_up : ndarray
+        ``(d_model, d_ff)`` the projection that passes through SiLU and gates, and the gated one.
     w_down : ndarray
-        ``(d_ff, d_model)`` the projection back to the model width (Shazeer's :math:`W_2`).
+        ``(d_ff, d_model)`` the projection back to the model width.
 
     Examples
     --------
@@ -135,14 +131,12 @@ def rms_norm(x, gamma=None, eps: float = 1e-6) -> np.ndarray:
 
     .. math:: \operatorname{RMSNorm}(x) = \gamma \odot \frac{x}{\sqrt{\frac1d \sum_m x_m^2 + \epsilon}}
 
-    Unlike layer norm, the mean is not subtracted and there is no shift (Zhang and Sennrich, 2019).
+    Unlike :func:`attnbook.layer_norm`, no mean is subtracted and there is no shift.
 
     Parameters
     ----------
-    x : array_like
-        ``(..., d)`` rows to normalise.
-    gamma : array_like, optional
-        ``(d,)`` the gain; default ones.
+    x, gamma : array_like
+        ``(..., d)`` rows to normalise; ``(d,)`` the gain, default ones.
     eps : float
         Added to the mean square. Default ``1e-6``.
 
@@ -174,18 +168,14 @@ def init_swiglu_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> SwiGLUWe
 
     Parameters
     ----------
-    d_model : int
-        The model width (positive).
-    d_ff : int
-        The hidden width (positive); :math:`\tfrac{8}{3} d_\text{model}` keeps the parameters of a
-        ReLU network of width :math:`4 d_\text{model}`.
-    seed : int, optional
-        Seed of ``numpy.random.default_rng``; default 0.
+    d_model, d_ff, seed
+        As in :func:`attnbook.init_feed_forward`; :math:`d_\text{ff} = \tfrac{8}{3} d_\text{model}` keeps
+        the parameters of a ReLU network of width :math:`4 d_\text{model}`.
 
     Returns
     -------
     SwiGLUWeights
-        ``w_gate`` and ``w_up`` ``(d_model, d_ff)``, ``w_down`` ``(d_ff, d_model)``.
+        The weights of :func:`swiglu_feed_forward`.
 
     Examples
     --------
@@ -215,10 +205,8 @@ def swiglu_feed_forward(x, weights: SwiGLUWeights) -> np.ndarray:
 
     Parameters
     ----------
-    x : array_like
-        ``(..., n, d_model)`` token vectors.
-    weights : SwiGLUWeights
-        ``w_gate``, ``w_up`` ``(d_model, d_ff)`` and ``w_down`` ``(d_ff, d_model)``.
+    x, weights
+        As in :func:`attnbook.feed_forward`, ``weights`` a :class:`SwiGLUWeights`.
 
     Returns
     -------
@@ -250,14 +238,10 @@ def init_decoder_block(d_model: int, d_ff: int, n_heads: int, n_kv_heads: int | 
 
     Parameters
     ----------
-    d_model : int
-        The model width (positive), divisible by ``n_heads``.
-    d_ff : int
-        The hidden width of the SwiGLU network (positive).
-    n_heads : int
-        Query heads.
-    n_kv_heads : int, optional
-        Key and value heads, dividing ``n_heads``; default ``n_heads``.
+    d_model, d_ff : int
+        The model width (divisible by ``n_heads``) and the SwiGLU network's hidden width.
+    n_heads, n_kv_heads : int
+        As in :func:`attnbook.multi_head_attention`.
     seed : int, optional
         Seed of the weights; default 0.
 
@@ -320,10 +304,8 @@ def decoder_block(x, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int
         ``(..., n, d_model)`` the residual stream; position ``i`` never sees a later position.
     weights : DecoderBlockWeights
         See :func:`init_decoder_block`.
-    n_heads : int
-        Query heads; must divide ``d_model``.
-    n_kv_heads : int, optional
-        Key and value heads; must divide ``n_heads``. Default ``n_heads``.
+    n_heads, n_kv_heads : int
+        As in :func:`attnbook.multi_head_attention`.
     pre_norm : bool, optional
         True (default) for pre-norm, False for post-norm.
     eps : float, optional

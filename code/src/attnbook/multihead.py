@@ -1,15 +1,7 @@
-"""Multi-head attention: h attention heads on d_model/h-dimensional slices, concatenated, then W_O.
+"""Multi-head and grouped-query attention (:func:`multi_head_attention`), splitting and merging heads.
 
-``MultiHead(X_q, X_kv) = Concat(head_1, ..., head_h) W_O + b_O`` with
-``head_i = Attention(X_q W_Q^(i), X_kv W_K^(i), X_kv W_V^(i))``. As in minGPT, the h per-head
-projections are stored side by side as one ``(d_model, d_model)`` matrix per role; splitting its
-output columns into h groups gives the heads. Convention: ``y = x @ W + b`` (rows are tokens).
-
-Grouped-query attention (``n_kv_heads`` < ``n_heads``; multi-query attention when it is 1) keeps
-``n_kv_heads`` key and value heads, each shared by ``n_heads / n_kv_heads`` consecutive query heads:
-query head i reads key and value head ``i // (n_heads / n_kv_heads)``, as PyTorch's
-``scaled_dot_product_attention(..., enable_gqa=True)`` does. ``n_kv_heads = n_heads`` (the default)
-is ordinary multi-head attention.
+As in minGPT, the h per-head projections are stored side by side as one matrix per role
+(:class:`MultiHeadWeights`); convention ``y = x @ W + b`` (rows are tokens).
 
 >>> import numpy as np
 >>> weights = init_multi_head_weights(d_model=8, seed=0)
@@ -53,11 +45,8 @@ __all__ = [
 class MultiHeadWeights(NamedTuple):
     """Parameters of one multi-head attention layer: ``(d_model, d_model)`` matrices, narrower keys and values if grouped.
 
-    Every matrix is ``(d_model, d_model)`` but the key and value projections of grouped-query
-    attention, ``(d_model, n_kv_heads * d_head)``. Head i uses columns ``i * d_head`` to ``(i + 1) * d_head`` of ``w_q``, ``w_k`` and ``w_v``
-    (``d_head = d_model / n_heads``), and rows of ``w_o`` in the same range. With fewer key and
-    value heads, key and value head j fills columns ``j * d_head`` to ``(j + 1) * d_head`` of ``w_k``
-    and ``w_v``.
+    Head i uses columns ``i d_head`` to ``(i + 1) d_head`` of ``w_q`` (``d_head = d_model / n_heads``) and
+    the same rows of ``w_o``; key and value head j the columns ``j d_head`` to ``(j + 1) d_head`` of ``w_k``, ``w_v``.
 
     Attributes
     ----------
@@ -97,10 +86,8 @@ def check_heads(d_model: int, n_heads) -> int:
 
     Parameters
     ----------
-    d_model : int
-        The width split among the heads.
-    n_heads : int
-        The number of heads.
+    d_model, n_heads : int
+        The width split among the heads, the number of heads.
 
     Returns
     -------
@@ -126,10 +113,8 @@ def check_kv_heads(n_heads: int, n_kv_heads) -> int:
 
     Parameters
     ----------
-    n_heads : int
-        The query heads, checked.
-    n_kv_heads : int
-        The key and value heads.
+    n_heads, n_kv_heads : int
+        The query heads (checked), the key and value heads.
 
     Returns
     -------
@@ -167,8 +152,7 @@ def split_heads(x, n_heads: int) -> np.ndarray:
     Returns
     -------
     ndarray
-        ``(..., n_heads, n, d_head)`` with ``d_head = d_model / n_heads``: head ``i`` holds the
-        columns ``i d_head .. (i + 1) d_head - 1`` of every token.
+        ``(..., n_heads, n, d_head)``.
 
     Examples
     --------
@@ -200,7 +184,7 @@ def merge_heads(x) -> np.ndarray:
     Returns
     -------
     ndarray
-        ``(..., n, n_heads d_head)``: the heads of each token side by side.
+        ``(..., n, n_heads d_head)``.
 
     Examples
     --------
@@ -225,15 +209,12 @@ def init_multi_head_weights(d_model: int, seed: int = 0, n_heads: int | None = N
     seed : int or numpy Generator
         Seed of the generator.
     n_heads, n_kv_heads : int, optional
-        For grouped-query attention: the number of query heads and of key and value heads
-        (``n_kv_heads`` divides ``n_heads``). Left out, or equal, every head has its own keys and
-        values and the weights are those of ``init_multi_head_weights(d_model, seed)``.
+        For grouped-query attention (see :func:`multi_head_attention`); left out or equal, no grouping.
 
     Returns
     -------
     MultiHeadWeights
-        ``(d_model, d_model)`` matrices and ``(d_model,)`` zero biases; with grouping, ``w_k`` and ``w_v``
-        are ``(d_model, n_kv_heads * d_model / n_heads)`` and ``b_k``, ``b_v`` as wide.
+        The layer's weights (see :class:`MultiHeadWeights` for the shapes).
 
     Examples
     --------
@@ -314,11 +295,9 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
 
     with :math:`g(i) = i` (multi-head attention) or, with ``n_kv_heads`` key and value heads shared
     by groups of :math:`G = h / n_\text{kv}` consecutive query heads, :math:`g(i) = \lfloor i / G \rfloor`
-    (grouped-query attention; multi-query attention when ``n_kv_heads = 1``). The shared keys and
-    values are never copied: the queries of a group are stacked against their one key head.
-
-    Self-attention passes the same array three times; cross-attention passes the decoder states as
-    ``query`` and the encoder output as ``key`` and ``value``.
+    (grouped-query attention; multi-query attention when ``n_kv_heads = 1``), as PyTorch's
+    ``enable_gqa=True``. Self-attention passes one array three times; cross-attention the decoder
+    states as ``query``, the encoder output as ``key`` and ``value``.
 
     Parameters
     ----------
@@ -376,10 +355,9 @@ def multi_head_attention(query, key, value, weights: MultiHeadWeights, n_heads: 
 def attend_grouped(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask, scale: float) -> AttentionResult:
     """Unchecked kernel: attention of ``h`` query heads over ``n_kv`` shared key and value heads.
 
-    Query head i reads key and value head ``i // (h / n_kv)``. The ``h / n_kv`` query heads of a group
-    are stacked on a new axis against their one key head, which broadcasts: nothing is copied.
-    ``q`` is ``(..., h, n_q, d)``, ``k`` and ``v`` are ``(..., n_kv, n_k, d)``, the mask is laid out
-    ``(..., h | 1, n_q | 1, n_k)`` or ``(n_q, n_k)``.
+    Query head i reads key and value head ``i // (h / n_kv)``; a group's query heads are stacked against
+    their one key head, which broadcasts (nothing is copied). ``q`` ``(..., h, n_q, d)``, ``k``, ``v``
+    ``(..., n_kv, n_k, d)``, the mask as in :func:`multi_head_attention`.
 
     >>> q, k = np.ones((4, 2, 3)), np.ones((2, 5, 3))
     >>> attend_grouped(q, k, k, None, 1.0).weights.shape
@@ -409,19 +387,13 @@ def multi_head_weights_from_torch(in_proj_weight, in_proj_bias, out_proj_weight,
     .. math:: W_Q = (W_\text{in}[0{:}d])^\top, \; W_K = (W_\text{in}[d{:}2d])^\top, \;
               W_V = (W_\text{in}[2d{:}3d])^\top, \; W_O = W_\text{out}^\top
 
-    PyTorch stores ``in_proj_weight`` as ``(3 d_model, d_model)`` (Q, K, V stacked) and computes
-    ``y = x W^T + b``; this package computes ``y = x W + b``, so each block is transposed.
+    PyTorch stacks Q, K, V in ``in_proj_weight`` and computes ``y = x W^T + b``; this package ``y = x W + b``,
+    so each block is transposed.
 
     Parameters
     ----------
-    in_proj_weight : array_like
-        ``(3 d_model, d_model)``.
-    in_proj_bias : array_like
-        ``(3 d_model,)``.
-    out_proj_weight : array_like
-        ``(d_model, d_model)``.
-    out_proj_bias : array_like
-        ``(d_model,)``.
+    in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias : array_like
+        ``(3 d_model, d_model)``, ``(3 d_model,)``, ``(d_model, d_model)``, ``(d_model,)``.
 
     Returns
     -------

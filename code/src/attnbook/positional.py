@@ -1,20 +1,13 @@
 """Positions: sinusoidal encodings and their shift matrices, rotary embeddings (RoPE), and ALiBi biases.
 
-``PE[p, 2i] = sin(p / base^(2i/d_model))`` and ``PE[p, 2i+1] = cos(p / base^(2i/d_model))``
-(Vaswani et al., 2017, with base 10000). Each pair of columns is a point on a circle turning at
-its own frequency, so moving every position by ``k`` is the same rotation for every ``p``:
-``PE[p + k] = PE[p] @ M_k`` with a block-diagonal ``M_k`` that does not depend on ``p``.
+Sinusoidal encodings (:func:`sinusoidal_encoding`) shift by one matrix: ``PE[p + k] = PE[p] @ M_k``.
 
 >>> import numpy as np
 >>> pe = sinusoidal_encoding(6, 4)
 >>> bool(np.allclose(pe[1:] , pe[:-1] @ sinusoidal_shift_matrix(1, 4)))
 True
 
-Rotary embeddings (Su et al., 2021) turn pair ``(x[2i], x[2i+1])`` of a query or key at position ``p``
-by the angle ``p * theta_i``, so that a score depends on the two positions only through their
-offset; :func:`rotary_frequencies` also gives the frequencies of three ways to stretch a trained
-context (position interpolation, NTK-aware scaling, YaRN). ALiBi (Press et al., 2022) adds nothing to
-the tokens and subtracts ``m_h * |i - j|`` from the scores of head ``h``.
+Rotary scores (:func:`apply_rotary`) depend on the offset alone; ALiBi (:func:`alibi_bias`) biases the scores.
 
 >>> q = np.ones((5, 4))                                           # (n, d_head)
 >>> s = rotary_scores(q, q)                                       # (n, n)
@@ -72,8 +65,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     d_model : int
         Width of the encoding; positive and even (one sine and one cosine per frequency).
     base : float, optional
-        Real number greater than 1; the slowest pair turns with ``base^(-(d_model - 2)/d_model)``.
-        Default 10000, as in Vaswani et al. (2017).
+        Real number greater than 1. Default 10000, as in Vaswani et al. (2017).
 
     Returns
     -------
@@ -101,10 +93,8 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
     ----------
     n_positions : int
         How many positions (rows) to encode, ``0, 1, ..., n_positions - 1``; positive.
-    d_model : int
-        Width of each encoding; positive and even.
-    base : float, optional
-        Real number greater than 1 setting the frequencies; default 10000.
+    d_model, base
+        As in :func:`sinusoidal_frequencies`.
 
     Returns
     -------
@@ -141,16 +131,13 @@ def sinusoidal_shift_matrix(offset: int, d_model: int, base: float = 10000.0) ->
     ----------
     offset : int
         The shift ``k`` in positions; any integer (negative shifts move back).
-    d_model : int
-        Width of the encodings; positive and even.
-    base : float, optional
-        Real number greater than 1 setting the frequencies; default 10000.
+    d_model, base
+        As in :func:`sinusoidal_frequencies`.
 
     Returns
     -------
     ndarray
-        ``(d_model, d_model)`` float64, block-diagonal with ``d_model / 2`` rotation blocks; it does not
-        depend on the position ``p``.
+        ``(d_model, d_model)`` float64, block-diagonal with ``d_model / 2`` rotation blocks.
 
     Examples
     --------
@@ -199,17 +186,12 @@ def rotary_frequencies(d_head: int, base: float = 10000.0, scaling: str = "none"
         \text{YaRN (Peng et al., 2023):}\quad & \theta_i' = (1 - \gamma_i)\, \theta_i / s + \gamma_i\, \theta_i,
         \quad \gamma_i = \operatorname{clip}\Bigl(\frac{L\theta_i/(2\pi) - \alpha}{\beta - \alpha}, 0, 1\Bigr)
 
-    Interpolation slows every pair by :math:`s`; NTK-aware scaling raises the base so that pair 0 is
-    unchanged and the slowest pair is slowed by exactly :math:`s`; YaRN leaves the pairs that turn
-    more than :math:`\beta` times over :math:`L` positions alone, interpolates those that turn less than
-    :math:`\alpha` times, and ramps linearly between (its logit scale is :func:`yarn_attention_factor`).
+    YaRN's logit scale is :func:`yarn_attention_factor`.
 
     Parameters
     ----------
-    d_head : int
-        Width of each query and key; positive and even (one rotation per pair of coordinates).
-    base : float, optional
-        Real number greater than 1; default 10000 (Su et al., 2021).
+    d_head, base
+        As ``d_model`` and ``base`` in :func:`sinusoidal_frequencies`: the width of each query and key.
     scaling : {"none", "interpolation", "ntk", "yarn"}, optional
         How to stretch the context; default "none" (then ``factor`` must be 1).
     factor : float, optional
@@ -284,13 +266,12 @@ def yarn_frequencies(theta: np.ndarray, factor: float, trained_length: int, alph
 def yarn_attention_factor(factor: float) -> float:
     r"""YaRN's multiplier of the queries and keys, :math:`\sqrt{1/t} = 0.1 \ln s + 1` (Peng et al., 2023).
 
-    Multiplying both queries and keys by it multiplies every logit by :math:`1/t = (0.1 \ln s + 1)^2`:
-    a slightly sharper softmax, which the paper found to offset the flatter attention over a longer context.
+    Every logit is multiplied by :math:`1/t = (0.1 \ln s + 1)^2`, a slightly sharper softmax.
 
     Parameters
     ----------
     factor : float
-        The stretch :math:`s \ge 1` of the context.
+        As in :func:`rotary_frequencies`.
 
     Returns
     -------
@@ -390,14 +371,10 @@ def rotary_scores(q, k, q_positions=None, k_positions=None, frequencies=None) ->
 
     Parameters
     ----------
-    q : array_like
-        ``(..., n_q, d_head)`` queries.
-    k : array_like
-        ``(..., n_k, d_head)`` keys.
-    q_positions, k_positions : array_like, optional
-        ``(n_q,)`` and ``(n_k,)`` positions; default ``0, 1, ...``.
-    frequencies : array_like, optional
-        ``(d_head / 2,)``; default ``rotary_frequencies(d_head)``.
+    q, k : array_like
+        ``(..., n_q, d_head)`` queries and ``(..., n_k, d_head)`` keys.
+    q_positions, k_positions, frequencies : array_like, optional
+        As ``positions`` and ``frequencies`` in :func:`apply_rotary`.
 
     Returns
     -------
@@ -433,16 +410,14 @@ def rotary_decay_bound(offsets, d_head: int, base: float = 10000.0) -> np.ndarra
 
     For every query and key, :math:`|q_m R_{n-m} k_n^\top| \le \max_i |h_{i+1} - h_i| \cdot (d/2)\, B(m - n)`,
     with :math:`h_i` the complex product of pair :math:`i` of :math:`q` and of :math:`\bar k` and
-    :math:`h_{d/2} = 0` (summation by parts; the chapter proves it).
+    :math:`h_{d/2} = 0`.
 
     Parameters
     ----------
     offsets : array_like
         Offsets :math:`\Delta = m - n`, any shape; real numbers.
-    d_head : int
-        Width of queries and keys; positive and even.
-    base : float, optional
-        The base of the frequencies; default 10000.
+    d_head, base
+        As in :func:`rotary_frequencies`.
 
     Returns
     -------
@@ -515,8 +490,7 @@ def alibi_bias(n_positions: int, slopes_per_head) -> np.ndarray:
 
     .. math:: \mathrm{score}_{h,ij} = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\, |i - j|
 
-    With the causal mask of a language model only :math:`j \le i` is used, where the bias is
-    :math:`-m_h (i - j)` as in Press et al. (2022); the bias of future keys is irrelevant there.
+    Under a causal mask only :math:`j \le i` is used, as in Press et al. (2022).
 
     Parameters
     ----------

@@ -1,7 +1,6 @@
 """A plain (Elman) recurrent network, the sequential baseline that attention is compared with.
 
-``h_t = tanh(x_t W_x + h_{t-1} W_h + b)``: step t needs step t-1, so the n steps run one after
-another, and information from position 0 reaches position t only through t applications of W_h.
+Step t needs step t-1 (:func:`rnn_forward`): the n steps run one after another.
 
 >>> import numpy as np
 >>> states = rnn_forward(np.ones((4, 3)), np.full((3, 2), 0.1), np.eye(2) * 0.5, np.zeros(2))

@@ -1,15 +1,7 @@
 """Numerically stable softmax with an optional boolean mask, its Jacobian, and ReLU weights.
 
-Stability comes from subtracting the largest allowed logit of each slice before ``exp``: the
-result is mathematically unchanged (softmax is invariant to adding a constant to every logit of a
-slice) and ``exp`` then only ever sees numbers <= 0, so it cannot overflow, in float32 or float64.
-
-Masked positions (``mask`` False, or a logit of ``-inf``) get weight exactly 0. A slice in which
-every position is masked has no distribution to normalise; by this package's convention its
-weights are all 0 (not NaN), so an attention output built from it is the zero vector.
-
-Softmax is the usual way to turn scores into weights but not the only one: :func:`relu_weights`
-keeps ``max(s, 0)``, optionally normalised.
+Each slice is shifted by its largest allowed logit, so ``exp`` cannot overflow; masked positions get
+weight 0, and a fully masked slice all zeros (not NaN), the package's convention.
 
 >>> import numpy as np
 >>> print(np.round(softmax([1.0, 2.0, 3.0]), 4))
@@ -35,16 +27,12 @@ def check_logits(x, axis: int = -1, mask=None, name: str = "x",
 
     Parameters
     ----------
-    x : array_like
-        Real logits, at least one dimension; ``-inf`` means "masked" when ``allow_neg_inf``.
-    axis : int
-        The axis normalised.
-    mask : array_like of bool, optional
-        True where the entry takes part; broadcasts to ``x``.
+    x, axis, mask
+        As in :func:`softmax`.
     name : str
         The logits' name.
     allow_neg_inf : bool
-        Accept ``-inf`` logits.
+        Accept ``-inf`` logits (masked).
 
     Returns
     -------
@@ -158,9 +146,6 @@ def softmax_jacobian(weights) -> np.ndarray:
 
     .. math:: \frac{\partial a_i}{\partial s_j} = a_i (\delta_{ij} - a_j)
 
-    Its size shrinks as softmax saturates (one weight near 1), which is why unscaled logits slow
-    learning.
-
     Parameters
     ----------
     weights : array_like
@@ -214,18 +199,12 @@ def relu_weights(scores, axis: int = -1, mask=None, normalize: bool = False) -> 
 
     .. math:: w_i = \frac{\max(s_i, 0)}{\sum_j \max(s_j, 0)} \quad \text{(normalised)}
 
-    ReLU weights are non-negative but do not sum to 1 unless normalised, so the attention output is
-    then no longer guaranteed to lie in the convex hull of the values. A slice whose ReLU sum is 0
-    (all scores <= 0, or all masked) stays all zeros when normalised.
+    Unless normalised they do not sum to 1; a slice whose ReLU sum is 0 stays all zeros.
 
     Parameters
     ----------
-    scores : array_like
-        Real scores with at least one dimension (``-inf`` is refused).
-    axis : int
-        The axis along which ``normalize`` divides by the sum.
-    mask : array_like of bool, optional
-        Broadcasts to ``scores``; False = weight 0.
+    scores, axis, mask
+        As ``x``, ``axis``, ``mask`` in :func:`softmax` (``-inf`` is refused).
     normalize : bool
         Divide by the sum along ``axis``.
 

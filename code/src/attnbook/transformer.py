@@ -44,14 +44,10 @@ class FeedForwardWeights(NamedTuple):
 
     Attributes
     ----------
-    w_1 : ndarray
-        ``(d_model, d_ff)`` the expansion.
-    b_1 : ndarray
-        ``(d_ff,)`` its bias.
-    w_2 : ndarray
-        ``(d_ff, d_model)`` the projection back to the model width.
-    b_2 : ndarray
-        ``(d_model,)`` its bias.
+    w_1, b_1 : ndarray
+        ``(d_model, d_ff)`` the expansion and ``(d_ff,)`` its bias.
+    w_2, b_2 : ndarray
+        ``(d_ff, d_model)`` the projection back to the model width and ``(d_model,)`` its bias.
 
     Examples
     --------
@@ -197,10 +193,8 @@ def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5) -> np.ndarray:
     Returns
     -------
     ndarray
-        ``(..., d)``. The mean and variance are computed in the type of ``x``, and at least in
-        float32 (the variance of a float16 row whose values spread more than about 256 overflows
-        float16); the result has the common float type of ``x``, ``gamma`` and ``beta`` (float64
-        when they are left out).
+        ``(..., d)``, in the common float type of ``x``, ``gamma`` and ``beta``; the statistics in at
+        least float32 (a float16 variance overflows).
 
     Examples
     --------
@@ -239,7 +233,7 @@ def init_feed_forward(d_model: int, d_ff: int, seed: int = 0) -> FeedForwardWeig
     Returns
     -------
     FeedForwardWeights
-        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)`` zeros, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)`` zeros.
+        The weights of :func:`feed_forward`.
 
     Examples
     --------
@@ -280,7 +274,7 @@ def feed_forward(x, weights: FeedForwardWeights) -> np.ndarray:
     x : array_like
         ``(..., n, d_model)`` token vectors.
     weights : FeedForwardWeights
-        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)``, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)``.
+        See :class:`FeedForwardWeights`.
 
     Returns
     -------
@@ -347,12 +341,8 @@ def init_decoder_layer(d_model: int, d_ff: int, seed: int = 0) -> DecoderLayerWe
 
     Parameters
     ----------
-    d_model : int
-        The model width (positive); it must be divisible by the number of heads it is used with.
-    d_ff : int
-        The hidden width of the feed-forward network (positive).
-    seed : int, optional
-        Seed of the weights; default 0.
+    d_model, d_ff, seed
+        As in :func:`init_encoder_layer`.
 
     Returns
     -------
@@ -461,7 +451,7 @@ def decoder_layer(y, memory, weights: DecoderLayerWeights, n_heads: int, memory_
     n_heads : int
         Heads of both attentions; must divide ``d_model``.
     memory_mask : array_like of bool, optional
-        Restricts the cross-attention (e.g. a padding mask of the source).
+        Restricts the cross-attention (e.g. a padding mask of the source), as in :func:`encoder_layer`.
 
     Returns
     -------

@@ -1,16 +1,7 @@
 """Every check of the package's arguments, in one place: the boundary of each public function.
 
-A public function is its computation, written like the math, under ``@boundary(check)``: ``check``
-takes the caller's arguments, raises an error that names the argument and what is wrong with it (never
-a bare numpy error or a silent NaN), and returns them checked; the body runs on what it returns. The
-body itself, unchecked, is ``function.unchecked``: what other functions of the package call on
-arguments they have checked, so that a layer is checked once, at the outermost call.
-
-Shapes are declared once, as layouts of named dimensions. The weight NamedTuples annotate their fields
-(``w_q: Array["d_model, d_model"]``) and :func:`check_weights`, the one checker of weight trees,
-checks a whole tree against the dimensions the inputs fixed (:class:`Dims`), naming a bad leaf by its
-place (``weights.norm_1[0]``). The one pass over the data is the boundary's: inputs must be finite
-numbers (:func:`as_float_array`), and a product that can overflow is checked once, on the result.
+A public function is its computation under ``@boundary(check)`` (:func:`boundary`), checked once at the
+outermost call; weight NamedTuples declare their layouts (:class:`Array`), which :func:`check_weights` checks.
 
 >>> as_float_array([1.0, float("nan")], "q")
 Traceback (most recent call last):
@@ -142,15 +133,12 @@ def boundary(check, overflow=None):
 def as_float_array(x, name: str, *, allow_neg_inf: bool = False, layout: str | None = None) -> np.ndarray:
     """``x`` as a float array (float dtypes kept, integers to float64), or an error naming ``name``.
 
-    Booleans, complex numbers, strings and objects are refused, and so are NaN and ``+inf``; ``-inf``
-    too, unless ``allow_neg_inf`` (a softmax logit of ``-inf`` means weight 0). No copy when already float.
+    Booleans, complex numbers, strings, objects, NaN and ``+inf`` are refused; no copy when already float.
 
     Parameters
     ----------
-    x : array_like
-        The values.
-    name : str
-        Its name, in the error.
+    x, name
+        The values, and their name in the error.
     allow_neg_inf : bool, optional
         Accept ``-inf`` entries (masked logits).
     layout : str, optional
@@ -191,10 +179,8 @@ def as_bool_mask(mask, name: str = "mask") -> np.ndarray:
 
     Parameters
     ----------
-    mask : array_like
-        The mask.
-    name : str, optional
-        Its name, in the error.
+    mask, name
+        The mask, and its name in the error.
 
     Returns
     -------
@@ -224,14 +210,8 @@ def check_min_ndim(array: np.ndarray, name: str, min_ndim: int, layout: str) -> 
 
     Parameters
     ----------
-    array : ndarray
-        The array.
-    name : str
-        Its name.
-    min_ndim : int
-        The fewest dimensions allowed.
-    layout : str
-        The expected axes.
+    array, name, min_ndim, layout
+        The array, its name, the fewest dimensions allowed, the expected axes.
 
     Examples
     --------
@@ -408,10 +388,8 @@ def _leaf(value, dims: tuple, name: str, sizes: Dims) -> np.ndarray:
 def check_weights(tree, kind: type, name: str, sizes: Dims, see: str | None = None):
     """The one checker of weight trees: ``tree`` a ``kind`` whose arrays fit the layouts its fields declare.
 
-    Every leaf must be a finite float array whose shape fits its layout: a dimension the inputs fixed
-    (in ``sizes``) must match, one not yet fixed is fixed by the first leaf that has it (``d_ff`` by
-    ``w_1``). An error names the leaf by its place in the tree (``weights.norm_1[0]``) and says how the
-    dimensions it breaks were fixed.
+    A dimension not yet in ``sizes`` is fixed by the first leaf that has it; an error names the leaf by
+    its place (``weights.norm_1[0]``) and says how the dimensions it breaks were fixed.
 
     Parameters
     ----------
@@ -518,10 +496,8 @@ def check_seed(seed, name: str = "seed") -> np.random.Generator:
 
     Parameters
     ----------
-    seed : int or numpy.random.Generator
-        The seed, or a generator to go on drawing from.
-    name : str, optional
-        Its name, in the error.
+    seed, name
+        The seed (or a generator to go on drawing from), and its name in the error.
 
     Returns
     -------
@@ -572,12 +548,8 @@ def check_axis(axis, ndim: int, name: str = "axis") -> int:
 
     Parameters
     ----------
-    axis : int
-        The axis.
-    ndim : int
-        The dimensions of the array it indexes.
-    name : str, optional
-        Its name, in the error.
+    axis, ndim, name
+        The axis, the dimensions of the array it indexes, its name in the error.
 
     Returns
     -------

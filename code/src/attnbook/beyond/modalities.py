@@ -1,16 +1,7 @@
 r"""Attention beyond text: convolution as attention, images as patches, and fitting a mixing matrix.
 
-The concepts of the chapter "Attention beyond text". They compare self-attention with convolution,
-the older way of mixing a sequence, and prepare other kinds of data for attention:
-
-- a 1-D convolution (centred, as deep-learning libraries define it, or causal, with dilation), its
-  banded matrix, and the same convolution computed by attention heads whose masks leave exactly one
-  key each (one head per kernel offset), or whose relative-position scores approach such masks;
-- images cut into patches (the tokens of a Vision Transformer), and a local window on a grid;
-- least-squares fits of a sequence-mixing matrix with and without the convolution's assumptions.
-
-What these layers cost and how far information travels through them is counted in
-``attnbook.measure.counts``; which outputs depend on which inputs is measured in ``attnbook.measure.probes``.
+A 1-D convolution and the same convolution by attention heads (:func:`conv1d_as_attention`), images as
+patches, a local grid window, least-squares fits of a mixing matrix; costs are in ``attnbook.measure.counts``.
 
 Examples
 --------
@@ -161,13 +152,12 @@ def conv1d_matrix(kernel, n: int) -> np.ndarray:
 
     .. math:: C_{ij} = \begin{cases} w_{j - i + r} & |j - i| \le r \\ 0 & \text{otherwise} \end{cases}
 
-    a banded matrix whose entries depend only on the offset ``j - i`` (a Toeplitz matrix), the same
-    for every input.
+    a banded Toeplitz matrix.
 
     Parameters
     ----------
     kernel : array_like, shape (k,)
-        An odd number ``k = 2r + 1`` of taps.
+        As in :func:`conv1d`, one channel, centred.
     n : int
         Length of the sequence, at least 1.
 
@@ -194,8 +184,7 @@ def shift_mask(n: int, offset: int) -> np.ndarray:
 
     .. math:: M_{ij} = [\, j - i = \text{offset} \,]
 
-    Rows whose key would fall outside the sequence are entirely False; attention then gives them
-    zero weights and a zero output, which is exactly a convolution's zero padding.
+    Rows whose key falls outside are entirely False: a zero output, a convolution's zero padding.
 
     Parameters
     ----------
@@ -288,16 +277,12 @@ def quadratic_relative_scores(n: int, offset: int, alpha: float) -> np.ndarray:
 
     .. math:: S_{ij} = -\alpha \big((j - i) - \text{offset}\big)^2
 
-    This is the "quadratic" relative positional encoding with which Cordonnier, Loukas and Jaggi
-    (2020) let one head attend to one offset: the softmax of a row peaks at key ``i + offset`` and
-    tends to a one-hot vector there as ``alpha`` grows (for rows where that key exists).
+    The "quadratic" relative encoding of Cordonnier, Loukas and Jaggi (2020).
 
     Parameters
     ----------
-    n : int
-        Length of the sequence, at least 1.
-    offset : int
-        The relative position the scores favour.
+    n, offset
+        As in :func:`shift_mask`.
     alpha : float
         Sharpness, positive and finite.
 
@@ -347,8 +332,7 @@ def image_to_patches(image, patch_size: int) -> np.ndarray:
 
     .. math:: \frac{H}{p} \cdot \frac{W}{p} \text{ tokens of width } p^2 C,
 
-    the patches in row-major order (left to right, then top to bottom), each flattened row by row
-    with the channels innermost.
+    the patches in row-major order, each flattened row by row with the channels innermost.
 
     Parameters
     ----------
@@ -392,11 +376,11 @@ def patches_to_image(patches, image_shape, patch_size: int) -> np.ndarray:
     Parameters
     ----------
     patches : array_like, shape (H/p * W/p, p * p * C)
-        One flattened patch per row, in row-major order.
+        What :func:`image_to_patches` returns.
     image_shape : tuple of int
         ``(H, W)`` or ``(H, W, C)``.
     patch_size : int
-        Side ``p`` of the square patches, at least 1.
+        As in :func:`image_to_patches`.
 
     Returns
     -------
@@ -476,11 +460,8 @@ def fit_mixing_matrix(x, y, kernel_size: int | None = None, ridge: float = 0.0) 
 
     .. math:: \min_M \sum_s \lVert y_s - M x_s \rVert^2 + \lambda \lVert \theta \rVert^2
 
-    over the parameters ``theta`` of ``M``. With ``kernel_size=None``, ``M`` is any matrix
-    (``n**2`` numbers: every output may use every input, with its own weight per pair of
-    positions). With an odd ``kernel_size`` ``k``, ``M`` is a convolution,
-    ``conv1d_matrix(kernel, n)`` (``k`` numbers: local and shared across positions). With
-    ``ridge=0`` and too few examples, the solution of smallest norm is returned.
+    over the parameters ``theta`` of ``M``: ``n**2`` numbers, or the ``k`` of ``conv1d_matrix(kernel, n)``.
+    With ``ridge=0`` and too few examples, the solution of smallest norm is returned.
 
     Parameters
     ----------

@@ -1,11 +1,7 @@
 """Numbers glued into the book's prose, stored with only the digits every machine agrees on.
 
-A chapter computes each number it states and glues it into the text (myst-nb's ``glue``). The executed
-notebook stores the glued value as text, and the tests re-execute every notebook and compare that text
-exactly. Floating-point results differ in their last bits from one processor to another (BLAS kernels
-and vectorised ``exp`` sum and round in different orders), and some computations amplify those bits:
-finite differences, long products, training loops. So a glued number keeps a fixed count of
-*significant* digits, chosen by how the number was computed:
+The tests compare each glued value's text exactly, and floating-point results differ in their last bits
+from one processor to another, so a glued number keeps a fixed count of *significant* digits:
 
 =================  ======  =========================================================================
 precision          digits  for
@@ -15,16 +11,9 @@ precision          digits  for
 exact              all     counts and other integers: :func:`glue_count`
 =================  ======  =========================================================================
 
-A float64 formula agrees across machines to about 14 digits, so six keep a wide margin. A ratio of two
-influences measured by finite differences was seen to differ between two machines of the same kind in
-its 9th digit (relative 4e-9): its last six digits were not the machine-independent ones it stored, and
-three keep a margin of more than ten thousand. When the prose shows a number with a fixed count of
-decimals, ``decimals=`` stores exactly what it shows (see :func:`digits_kept`). The test
-``tests/stability`` re-runs every notebook with its inputs and its ``exp``, ``matmul`` and ``einsum``
-results moved by a few units in the last place, and checks that no glued number moves by more than a
-hundredth of the rounding step its precision allows. Its unperturbed reference is the book's own run:
-when the environment variable ``ATTNBOOK_GLUE_RECORD`` names a file, every glue appends its unrounded
-value there, and the builds set it for each notebook they execute (tools/execution.py).
+``decimals=`` stores exactly what the prose shows (:func:`digits_kept`). ``tests/stability`` checks the
+choice by perturbing every notebook; its reference is the unrounded values each glue appends to the file
+``ATTNBOOK_GLUE_RECORD`` names (set by tools/execution.py).
 
 Example:
     >>> round_significant(390.54602452, 6)
@@ -57,8 +46,6 @@ def round_significant(value: float, digits: int) -> float:
 
     .. math:: \mathrm{round}\big(v \cdot 10^{\,d - 1 - e}\big) \cdot 10^{\,e - d + 1}, \qquad
               e = \lfloor \log_{10} |v| \rfloor
-
-    computed through the decimal text of ``value``, so that ties are decided on the decimal.
 
     Parameters
     ----------
@@ -97,9 +84,8 @@ def digits_kept(value: float, digits: int = CLOSED_FORM, decimals: int | None = 
 
     .. math:: \max\big(1,\; \text{decimals} + \lfloor \log_{10} |v| \rfloor + 1\big),
 
-    so that the stored number is the one the prose shows (``{glue:text}`name:.4f``` with
-    ``decimals=4``). Rounding once, to what is shown, avoids rounding twice: 4.1132504 kept to six
-    digits is 4.11325, which a ``.4f`` then shows as 4.1132, not 4.1133.
+    so that the stored number is the one the prose shows (``{glue:text}`name:.4f``` with ``decimals=4``),
+    rounded once.
 
     Parameters
     ----------
@@ -139,13 +125,8 @@ def glue_number(name: str, value: float, digits: int = CLOSED_FORM, *, decimals:
     ----------
     name : str
         The glue key the prose uses, ``{glue:text}`name:.3f```.
-    value : float
-        A finite real number.
-    digits : int, optional
-        Significant digits to keep: ``CLOSED_FORM`` (the default) or ``AMPLIFIED`` (see the module).
-    decimals : int or None, optional
-        Instead of ``digits``, the decimal places the prose shows (see ``digits_kept``); for worked
-        examples whose numbers the text shows to a fixed number of decimals.
+    value, digits, decimals
+        As in :func:`digits_kept`.
 
     Returns
     -------

@@ -1,23 +1,8 @@
 """Interactive figures that also work on the static website, with no kernel.
 
-A chapter's interactive figure is an ipywidgets view whose Python callbacks redraw a picture and a
-text readout. On the website there is no kernel, so :func:`with_static_page` precomputes the figure's
-states (every combination of the values its controls offer there) with the chapter's own drawing
-function, and displays one output carrying two forms of the same figure:
-
-* ``application/vnd.jupyter.widget-view+json``: the live widget, which Jupyter, Binder, Colab and
-  JupyterLite show;
-* ``text/html``: real form controls (``<input type=range>``, ``<select>``, ``<input type=checkbox>``,
-  each with its label), the readout in an ``aria-live`` region and the picture, with every state's
-  image, alt text and readout in a JSON script. A few lines of JavaScript (web/src/static-widgets.js)
-  swap them when a control changes. The website's mime priority (_config.yml) picks this form.
-
-The drawing code stays in one place: each state is drawn by the same function the widget calls.
-
-Drawing every state takes seconds, which a reader running the notebook should not wait for: the states
-are drawn only when the environment variable ``ATTNBOOK_STATIC_FIGURES`` is ``1``, as
-tools/build_book.py sets it for the book's builds. Otherwise :func:`with_static_page` returns the
-widget itself, and the notebook displays it as before.
+:func:`with_static_page` draws every state of a widget figure with the chapter's own drawing function and
+shows one output with two forms: the live widget, and HTML form controls whose states a script
+(web/src/static-widgets.js) swaps. States are drawn only when ``ATTNBOOK_STATIC_FIGURES`` is ``1`` (the builds).
 
 >>> import os, ipywidgets as widgets
 >>> os.environ[STATIC_ENV] = "1"
@@ -181,8 +166,7 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
                        note: str = "") -> str:
     """Self-contained HTML of the figure with every state precomputed.
 
-    The page holds one picture per combination of the controls' values, at most ``MAX_STATES``; a
-    small script (``web/src/static-widgets.js``) swaps them as the reader moves the controls.
+    One picture per combination of the controls' values, at most ``MAX_STATES``.
 
     Parameters
     ----------
@@ -294,20 +278,14 @@ def with_static_page(view, controls: Sequence[Control], render: Callable[..., tu
                      note: str = "") -> StaticPage:
     """Display ``view`` (the ipywidgets figure) together with its precomputed static form.
 
-    Outside the book's builds (``ATTNBOOK_STATIC_FIGURES`` not ``1``) nothing is drawn and ``view``
-    is returned as it is.
+    Outside the book's builds (``ATTNBOOK_STATIC_FIGURES`` not ``1``) ``view`` is returned as it is.
 
     Parameters
     ----------
     view : object
         The ipywidgets figure.
-    controls : sequence of Control
-        As in ``static_widget_html``.
-    render : callable
-        As in ``static_widget_html``; it must be the function the widget's callbacks use, so both
-        forms draw the same pictures.
-    note : str, optional
-        A sentence shown above the static controls.
+    controls, render, note
+        As in :func:`static_widget_html`; ``render`` must be the function the widget's callbacks use.
 
     Returns
     -------

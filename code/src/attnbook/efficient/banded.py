@@ -1,9 +1,7 @@
 """Banded attention computed from the band alone: ``O(n w)`` scores instead of ``O(n^2)``.
 
-A banded mask (:func:`attnbook.banded_mask`) lets query ``i`` see keys ``j`` with
-``|i - j| <= window``. Applying it as a mask saves nothing: the full score matrix is still
-computed, then most of it is thrown away. :func:`banded_attention` computes only the
-``2 window + 1`` scores around each query.
+A banded mask (:func:`attnbook.banded_mask`) applied as a mask saves nothing; :func:`banded_attention`
+computes only the ``2 window + 1`` scores around each query.
 
 >>> import numpy as np
 >>> from attnbook import banded_mask, scaled_dot_product_attention
@@ -28,23 +26,17 @@ __all__ = ["banded_attention"]
 def banded_attention(q, k, v, window: int, causal: bool = False, scale=None) -> AttentionResult:
     """Self-attention restricted to the band ``|i - j| <= window``, computing only the band.
 
-    Equal to ``scaled_dot_product_attention(q, k, v, mask=banded_mask(n, window, causal))``, but
-    the scores are computed for the ``2 window + 1`` keys around each query only: ``O(n w)`` work
-    and memory instead of ``O(n^2)``. (A mask alone saves nothing: the full score matrix is still
-    computed, and then most of it is thrown away.)
+    Equal to ``scaled_dot_product_attention(q, k, v, mask=banded_mask(n, window, causal))``, in
+    ``O(n w)`` work and memory instead of ``O(n^2)``.
 
     Parameters
     ----------
-    q, k : array_like
-        ``(..., n, d_k)`` queries and keys of one sequence (self-attention: the same ``n``).
-    v : array_like
-        ``(..., n, d_v)`` values.
-    window : int
-        How many neighbours on each side a query sees (0 = only itself).
-    causal : bool
-        Keep only the past half of the band, ``i - window <= j <= i``.
+    q, k, v
+        As in :func:`attnbook.scaled_dot_product_attention`, one sequence (the same ``n``).
+    window, causal
+        As in :func:`attnbook.banded_mask`.
     scale : float, optional
-        Factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+        As in :func:`attnbook.scaled_dot_product_attention`.
 
     Returns
     -------

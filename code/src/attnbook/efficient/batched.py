@@ -1,11 +1,7 @@
 """The fast path of scaled dot-product attention for large batches: chunks that fit in cache, rows on every core.
 
-:func:`batched_attention` returns what :func:`attnbook.scaled_dot_product_attention` returns (the
-tests hold the two equal over shapes, masks and dtypes), but computes it differently: the
-(broadcast) batch is flattened to ``(B, rows, cols)``, worked through in chunks of about
-``2**22`` scores so that the softmax passes over a chunk run in cache, and every pass writes in
-place into the weights that are returned. The softmax of a large chunk is split by rows over the
-machine's cores (:func:`softmax_rows_in_place`; numpy releases the GIL inside its loops).
+The batch is flattened to ``(B, rows, cols)`` and worked through in chunks of about ``2**22`` scores,
+the softmax written in place and split by rows over the cores (:func:`softmax_rows_in_place`).
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention
@@ -106,10 +102,7 @@ def flatten_batch(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
 def softmax_rows_in_place(scores: np.ndarray, allowed=None) -> None:
     """Overwrite ``scores`` ``(..., rows, n)`` with its softmax along the last axis, rows split over the cores.
 
-    The same numbers as :func:`attnbook.softmax` (the kernel ``softmax_rows`` on each share of the
-    rows): a row's result never depends on the other rows, so large arrays are cut by rows and the
-    shares are handed to a thread pool. ``allowed`` (boolean, broadcasting to ``scores``) marks the
-    entries that take part.
+    The same numbers as :func:`attnbook.softmax` (its kernel on each share of the rows).
 
     Parameters
     ----------

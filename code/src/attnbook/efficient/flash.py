@@ -1,19 +1,9 @@
 """FlashAttention properly: its memory traffic, and a backward pass that stores no weights.
 
-Two halves.
-
-**IO counts.** A GPU keeps its arrays in a large, slow memory (HBM) and computes in a small, fast one
-(SRAM) of ``M`` numbers. :func:`simulate_hbm_traffic` replays the loop of
-:func:`attnbook.efficient.tiled.tiled_attention` (the tiles of :func:`~attnbook.efficient.tiled.tile_plan`,
-query blocks outside, key blocks inside) on such a machine and counts the numbers read from and
-written to HBM; :func:`standard_hbm_traffic` counts the standard implementation, which writes the
-scores and the weights to HBM. :func:`tiled_hbm_traffic` is the closed form of the simulator's count
-and :func:`blocks_for_sram` the block sizes of the IO-complexity theorem.
-
-**Backward.** :func:`flash_forward` returns, beside the output, the log-sum-exp ``L_i = log sum_j
-exp(s_ij)`` of every query: ``n`` numbers. :func:`flash_backward` recomputes each tile of weights as
-``exp(S - L)`` from it and accumulates the gradients tile by tile, so neither pass ever holds the
-``n_q x n_k`` weights.
+IO counts: :func:`simulate_hbm_traffic` replays tiled attention's loop on a machine with a slow memory
+(HBM) and a fast one (SRAM) of ``M`` numbers, against :func:`standard_hbm_traffic` and the closed form
+:func:`tiled_hbm_traffic`. Backward: :func:`flash_backward` recomputes each tile of weights from the
+log-sum-exp :func:`flash_forward` stores, so neither pass holds the ``n_q x n_k`` weights.
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention
@@ -58,10 +48,8 @@ class HBMTraffic(NamedTuple):
 
     Attributes
     ----------
-    reads : int
-        Numbers read from HBM into SRAM.
-    writes : int
-        Numbers written from SRAM to HBM.
+    reads, writes : int
+        Numbers read from HBM into SRAM, and written from SRAM to HBM.
 
     Examples
     --------
@@ -151,10 +139,8 @@ def blocks_for_sram(sram: int, d: int) -> tuple[int, int]:
 
     Parameters
     ----------
-    sram : int
-        ``M``, at least ``7 d``.
-    d : int
-        Width of queries, keys and values.
+    sram, d : int
+        ``M``, at least ``7 d``; the width of queries, keys and values.
 
     Returns
     -------
@@ -185,14 +171,12 @@ def standard_hbm_traffic(n: int, d: int) -> HBMTraffic:
               \text{read } P, V;\ \text{write } O: \quad
               (3nd + 2n^2) \text{ reads} + (nd + 2n^2) \text{ writes} = 4nd + 4n^2
 
-    This is Algorithm 0 of Dao et al. (2022), for ``n`` queries and keys of width ``d``.
+    This is Algorithm 0 of Dao et al. (2022).
 
     Parameters
     ----------
-    n : int
-        Sequence length.
-    d : int
-        Width of queries, keys and values.
+    n, d : int
+        Sequence length; width of queries, keys and values.
 
     Returns
     -------
@@ -214,16 +198,10 @@ def tiled_hbm_traffic(n: int, d: int, block_q: int) -> HBMTraffic:
 
     .. math:: \text{reads} = nd + 2nd \left\lceil \frac{n}{B_q} \right\rceil, \qquad \text{writes} = nd
 
-    Every query block reads ``Q_a`` once and every key and value block once; the output is written once.
-
     Parameters
     ----------
-    n : int
-        Sequence length.
-    d : int
-        Width of queries, keys and values.
-    block_q : int
-        Rows per query block.
+    n, d, block_q : int
+        As in :func:`simulate_hbm_traffic`.
 
     Returns
     -------
@@ -247,26 +225,20 @@ def simulate_hbm_traffic(n: int, d: int, block_q: int, block_k: int, sram: int,
 
     .. math:: \text{traffic} = \sum_{\text{blocks moved}} (\text{rows} \times \text{width})
 
-    The loop is that of :func:`attnbook.efficient.tiled.tiled_attention`: for each query block ``a``,
-    read ``Q_a`` into SRAM and start ``O_a``, ``m_a``, ``l_a`` there; for each key block ``b`` whose
-    tile :func:`~attnbook.efficient.tiled.tile_plan` computes, make sure ``K_b`` and ``V_b`` are in
-    SRAM (reading them from HBM if not) and compute the tile; at the end write ``O_a`` to HBM. The
-    working set of a step, :func:`sram_footprint`, must fit. SRAM left over holds key and value blocks
-    from earlier query blocks, evicting the least recently used: when all of ``K`` and ``V`` fit they
-    are read only once.
+    The loop is :func:`attnbook.efficient.tiled.tiled_attention`'s: each query block ``Q_a`` is read
+    once, each key and value block a tile needs is read unless still in SRAM (least recently used
+    evicted), ``O_a`` is written once. The working set, :func:`sram_footprint`, must fit.
 
     Parameters
     ----------
-    n : int
-        Sequence length (queries and keys).
-    d : int
-        Width of queries, keys and values.
-    block_q, block_k : int
-        Rows per query block and per key block.
+    n, d : int
+        Sequence length (queries and keys); width of queries, keys and values.
+    block_q, block_k
+        As in :func:`attnbook.efficient.tiled.tiled_attention`.
     sram : int
         ``M``, the numbers that fast memory holds.
     causal : bool
-        Skip the tiles that the causal mask forbids, as ``tiled_attention(..., causal=True)`` does.
+        Skip the tiles the causal mask forbids, as ``tiled_attention`` does.
 
     Returns
     -------
@@ -349,21 +321,13 @@ def flash_forward(q, k, v, scale=None, *, causal: bool = False, block_q: int = 6
     .. math:: O = \operatorname{softmax}(S) V, \qquad L_i = m_i + \log \ell_i = \log \sum_j e^{s_{ij}},
               \qquad S = \text{scale}\; Q K^\top
 
-    The loop is :func:`attnbook.efficient.tiled.tiled_attention`'s (online softmax over key blocks
-    for each query block); after the last key block the running maximum ``m`` and normaliser ``l``
-    give ``L``. The weights are ``exp(s_ij - L_i)``, so ``L`` (``n_q`` numbers) replaces the
-    ``n_q x n_k`` weights.
+    The loop is :func:`attnbook.efficient.tiled.tiled_attention`'s; the running maximum ``m`` and
+    normaliser ``l`` give ``L``, which replaces the ``n_q x n_k`` weights ``exp(s_ij - L_i)``.
 
     Parameters
     ----------
-    q, k, v : array_like
-        ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)`` with the same leading shape.
-    scale : float, optional
-        Default ``1/sqrt(d_k)``.
-    causal : bool
-        Apply the causal mask (query ``i`` sees keys ``j <= i + n_k - n_q``).
-    block_q, block_k : int
-        Rows per query block and per key block.
+    q, k, v, scale, causal, block_q, block_k
+        As in :func:`attnbook.efficient.tiled.tiled_attention` (the same leading shape).
 
     Returns
     -------
@@ -413,10 +377,8 @@ def flash_backward(q, k, v, output, logsumexp, grad_output, scale=None, *, causa
               dS = P \odot (dO\, V^\top - D), \quad dQ \mathrel{+}= \text{scale}\, dS\, K, \quad
               dK \mathrel{+}= \text{scale}\, dS^\top Q
 
-    For each key block (outside) and query block (inside) the tile of scores ``S`` is recomputed and
-    turned into weights with the stored ``L``; ``D_i = dO_i . O_i`` equals ``sum_j P_ij dP_ij``, the
-    term of the softmax backward that needs a whole row, so every tile is complete on its own. The
-    result equals :func:`attnbook.learning.gradients.attention_backward` given the weights.
+    Key blocks outside, query blocks inside; ``D_i = dO_i . O_i`` equals ``sum_j P_ij dP_ij``, so every
+    tile is complete on its own. The result equals :func:`attnbook.learning.gradients.attention_backward`.
 
     Parameters
     ----------

@@ -1,21 +1,8 @@
 """The key-value cache of autoregressive decoding: keys and values are computed once per token.
 
-A causal model generates a sequence one token at a time. At step ``s`` the new token's query must be
-compared with the keys of all ``s`` tokens so far and must average their values. Those keys and
-values do not change from step to step (the causal mask guarantees that a position never sees later
-ones), so they can be kept in a cache that grows by one row per step, instead of being recomputed
-from the whole prefix at every step.
-
-Three strategies decode the same sequence to the same outputs (up to rounding):
-
-* ``"cache"``: project only the new token, append its key and value to the cache, attend once;
-* ``"recompute_kv"``: project the new token's query, but recompute the keys and values of the whole
-  prefix at every step;
-* ``"recompute_all"``: rerun causal self-attention over the whole prefix at every step and keep the
-  last row (what calling a model on the prefix without a cache does).
-
-:func:`decode` counts the multiply-adds of the matrix products it performs;
-:func:`attnbook.kv_cache.decode_multiply_adds` gives the same counts in closed form.
+Under a causal mask the keys and values of earlier tokens never change, so a cache (:class:`KVCache`)
+keeps them; :func:`decode` compares three strategies, whose counts
+:func:`attnbook.measure.counts.decode_multiply_adds` gives in closed form.
 
 >>> import numpy as np
 >>> from attnbook import causal_mask, self_attention
@@ -48,12 +35,8 @@ def check_cache_layout(d_k, d_v, batch_shape, dtype) -> tuple[int, int, tuple[in
 
     Parameters
     ----------
-    d_k, d_v : int
-        The widths of a key and of a value.
-    batch_shape : tuple of int
-        The leading (batch, head) shape of every key and value.
-    dtype : numpy float dtype
-        The type of the buffers.
+    d_k, d_v, batch_shape, dtype
+        As in :class:`KVCache`.
 
     Returns
     -------
@@ -79,10 +62,8 @@ def check_one_token(k_new: np.ndarray, v_new: np.ndarray, batch_shape: tuple[int
     ----------
     k_new, v_new : ndarray
         The token's key and value.
-    batch_shape : tuple of int
-        The cache's leading shape.
-    d_k, d_v : int
-        The cache's widths.
+    batch_shape, d_k, d_v
+        The cache's, as in :class:`KVCache`.
 
     Examples
     --------
@@ -99,9 +80,7 @@ def check_one_token(k_new: np.ndarray, v_new: np.ndarray, batch_shape: tuple[int
 class KVCache:
     """Keys and values of the tokens decoded so far, in buffers preallocated for ``capacity`` tokens.
 
-    Appending writes one row into the buffers: no copy of the earlier rows, so ``t`` appends move
-    ``O(t d)`` numbers (growing an array with ``np.concatenate`` at every step would copy
-    ``O(t^2 d)``). ``keys`` and ``values`` are views of the filled rows.
+    Appending writes one row: ``t`` appends move ``O(t d)`` numbers, not the ``O(t^2 d)`` of concatenating.
 
     Parameters
     ----------
@@ -116,10 +95,8 @@ class KVCache:
 
     Attributes
     ----------
-    keys : ndarray
-        ``(*batch_shape, len(cache), d_k)`` view of the stored keys.
-    values : ndarray
-        ``(*batch_shape, len(cache), d_v)`` view of the stored values.
+    keys, values : ndarray
+        ``(*batch_shape, len(cache), d_k)`` and ``(..., d_v)`` views of the stored rows.
 
     Examples
     --------
@@ -235,8 +212,6 @@ def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask=None) -> np.ndarra
 def project(x: np.ndarray, w: np.ndarray, what: str) -> np.ndarray:
     """Unchecked kernel: ``x @ w``, or the error naming ``what`` (``"x_new @ w_k"``) when it overflows.
 
-    A decoder projects one token at a time and feeds each result on, so each step checks its own.
-
     >>> project(np.ones((1, 2)), np.eye(2), "x @ w_q").tolist()
     [[1.0, 1.0]]
     """
@@ -271,10 +246,8 @@ def decode_step(cache: KVCache, x_new, w_q, w_k, w_v) -> np.ndarray:
         The keys and values of the tokens decoded so far; one row is appended.
     x_new : array_like
         ``(..., 1, d_model)`` the new token.
-    w_q, w_k : array_like
-        ``(d_model, d_k)``.
-    w_v : array_like
-        ``(d_model, d_v)``.
+    w_q, w_k, w_v : array_like
+        As in :func:`attnbook.self_attention`.
 
     Returns
     -------
@@ -306,14 +279,12 @@ def decode(x, w_q, w_k, w_v, strategy: str = "cache") -> DecodeResult:
 
     Parameters
     ----------
-    x : array_like
-        ``(..., t, d_model)`` the tokens.
-    w_q, w_k : array_like
-        ``(d_model, d_k)``.
-    w_v : array_like
-        ``(d_model, d_v)``.
+    x, w_q, w_k, w_v : array_like
+        As in :func:`attnbook.self_attention`: ``x`` ``(..., t, d_model)``, the projections.
     strategy : str
-        ``"cache"``, ``"recompute_kv"`` or ``"recompute_all"`` (see the module docstring).
+        ``"cache"`` (project the new token only, append its key and value, attend once),
+        ``"recompute_kv"`` (recompute the prefix's keys and values each step) or ``"recompute_all"``
+        (rerun causal self-attention over the prefix each step and keep the last row).
 
     Returns
     -------

@@ -1,16 +1,7 @@
 """Linear attention (Katharopoulos et al., 2020): a kernel feature map in place of the softmax.
 
-Softmax attention weighs key ``j`` for query ``i`` by ``exp(q_i . k_j)``. Linear attention uses a
-product of features instead, ``phi(q_i) . phi(k_j)`` with ``phi(x) = elu(x) + 1`` (positive), so
-
-    o_i = phi(q_i) (sum_j phi(k_j)^T v_j) / phi(q_i) (sum_j phi(k_j)^T)
-
-and the two sums, a ``(d_k, d_v)`` matrix and a ``d_k`` vector, are shared by every query: the cost
-grows like ``n`` instead of ``n^2``. With a causal mask the sums run over ``j <= i`` and can be
-updated one token at a time: causal linear attention is a recurrent network whose state has a size
-independent of ``n`` (:func:`linear_attention_recurrent`). The price is in what the weights can be:
-:func:`linear_attention_weights` has rank at most ``d_k``, and :func:`linear_weight_ceiling` bounds
-the largest weight any query can give each key.
+:func:`linear_attention` in parallel, :func:`linear_attention_recurrent` as a recurrent network; what the
+weights can be: :func:`linear_attention_weights` (rank at most ``d_k``), :func:`linear_weight_ceiling`.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -115,17 +106,12 @@ def linear_attention_weights(q, k, *, causal: bool = False) -> np.ndarray:
     .. math:: a_{ij} = \frac{\phi(q_i) \cdot \phi(k_j)}{\sum_{l} \phi(q_i) \cdot \phi(k_l)}
 
     (sums over the allowed keys ``l``). Linear attention never forms this matrix; it is here to
-    study what the weights can be. Without the mask it is ``D^{-1} \phi(Q) \phi(K)^T`` with ``D``
-    diagonal, of rank at most ``d_k``.
+    study what the weights can be.
 
     Parameters
     ----------
-    q : array_like
-        ``(..., n_q, d_k)``.
-    k : array_like
-        ``(..., n_k, d_k)``.
-    causal : bool
-        Only keys ``j <= i + n_k - n_q``.
+    q, k, causal
+        As in :func:`linear_attention`.
 
     Returns
     -------
@@ -161,18 +147,13 @@ def linear_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
     .. math:: o_i = \frac{\phi(q_i) \sum_{j} \phi(k_j)^\top v_j}{\phi(q_i) \sum_{j} \phi(k_j)^\top},
               \qquad \phi = \operatorname{elu} + 1
 
-    Without the mask the sums are computed once, in ``O(n d_k d_v)``. With ``causal=True`` the sum
-    for query ``i`` runs over ``j <= i + n_k - n_q``; this parallel form builds the masked
-    ``(n_q, n_k)`` products (as in training), :func:`linear_attention_recurrent` the running sums.
+    Without the mask the sums are computed once, in ``O(n d_k d_v)``; with ``causal=True`` (query ``i``
+    sees ``j <= i + n_k - n_q``) this parallel form builds the masked ``(n_q, n_k)`` products.
 
     Parameters
     ----------
-    q : array_like
-        ``(..., n_q, d_k)``.
-    k : array_like
-        ``(..., n_k, d_k)``.
-    v : array_like
-        ``(..., n_k, d_v)``.
+    q, k, v : array_like
+        As in :func:`attnbook.scaled_dot_product_attention`.
     causal : bool
         Apply the causal mask.
 
@@ -202,15 +183,13 @@ def linear_attention_recurrent(q, k, v) -> LinearRecurrence:
     .. math:: S_i = S_{i-1} + \phi(k_i)^\top v_i, \quad z_i = z_{i-1} + \phi(k_i), \quad
               o_i = \frac{\phi(q_i)\, S_i}{\phi(q_i) \cdot z_i}, \qquad S_0 = 0,\ z_0 = 0
 
-    The state ``(S, z)`` holds ``d_k (d_v + 1)`` numbers whatever the length; a step costs
-    ``O(d_k d_v)``. The outputs equal ``linear_attention(q, k, v, causal=True)``.
+    The state holds ``d_k (d_v + 1)`` numbers whatever the length; the outputs equal
+    ``linear_attention(q, k, v, causal=True)``.
 
     Parameters
     ----------
-    q, k : array_like
-        ``(..., n, d_k)``, one query per key (self-attention).
-    v : array_like
-        ``(..., n, d_v)``.
+    q, k, v : array_like
+        As in :func:`linear_attention`, one query per key.
 
     Returns
     -------
@@ -256,10 +235,9 @@ def linear_weight_ceiling(k) -> np.ndarray:
 
     .. math:: \sup_{q} a_j(q) = \max_c \frac{\phi(k_j)_c}{\sum_l \phi(k_l)_c}
 
-    The weight is a ratio of two positive linear functions of ``phi(q)``, which ranges over the open
-    positive orthant; such a ratio is largest along a coordinate axis (the mediant inequality), and
-    the supremum is approached but not reached. At most one key per feature coordinate can have a
-    ceiling above 1/2, so at most ``d_k`` keys can get more than half of any query's attention.
+    A ratio of two positive linear functions of ``phi(q)`` is largest along a coordinate axis (the
+    supremum is approached, not reached); so at most ``d_k`` keys can get more than half of any
+    query's attention.
 
     Parameters
     ----------

@@ -1,21 +1,8 @@
 """Online softmax: the softmax and the weighted sum of values, computed in one pass over the scores.
 
-A softmax needs the largest score (for stability) and the sum of the exponentials (to normalise)
-before it can produce a single weight, and both depend on *every* score. The online recurrence of
-Milakov & Gimelshein (2018) keeps a running maximum ``m``, a running normaliser ``l`` and, for
-attention, a running unnormalised output ``o``. When a block of new scores raises the maximum from
-``m_old`` to ``m_new``, the old sums are rescaled by ``exp(m_old - m_new)``:
-
-    m_new = max(m_old, max_j s_j)
-    l_new = l_old * exp(m_old - m_new) + sum_j exp(s_j - m_new)
-    o_new = o_old * exp(m_old - m_new) + sum_j exp(s_j - m_new) v_j
-
-After the last block, ``l = sum_j exp(s_j - m)`` and ``o / l = sum_j softmax(s)_j v_j`` exactly (up
-to rounding), whatever the block sizes. This is the inner loop of FlashAttention (see ``tiled``).
-
-Masked scores (``mask`` False, or a score of ``-inf``) contribute nothing. A row that has seen no
-allowed score has ``m = -inf`` and ``l = 0``; its result is zero, the package's convention for a
-fully masked row.
+The recurrence of Milakov & Gimelshein (2018), :func:`online_softmax_update`: a running maximum ``m``,
+normaliser ``l`` and unnormalised output ``o``, rescaled when the maximum rises; the inner loop of
+FlashAttention (:mod:`attnbook.efficient.tiled`). A row with no allowed score finishes at zero.
 
 >>> import numpy as np
 >>> state = online_softmax_init(d_v=1)
@@ -80,12 +67,9 @@ def online_softmax_init(batch_shape=(), d_v: int = 0, dtype=np.float64) -> Onlin
 
     Parameters
     ----------
-    batch_shape : tuple of int
-        The shape of the rows' index (``()`` for one row).
-    d_v : int
-        The width of the values that will be averaged (0: only the normaliser is tracked).
-    dtype : numpy float dtype
-        The state's float type.
+    batch_shape, d_v, dtype
+        The shape of the rows' index (``()`` for one row); the width of the values averaged (0: only
+        the normaliser is tracked); the state's float type.
 
     Returns
     -------
@@ -280,17 +264,12 @@ def online_softmax(x, axis: int = -1, mask=None, block_size: int = 1) -> np.ndar
 
     .. math:: \operatorname{softmax}(x)_i = e^{x_i - m_n} / l_n \text{ with } (m_n, l_n) \text{ from the recurrence}
 
-    Equal to :func:`attnbook.softmax` (same masking convention) up to rounding, for every
-    ``block_size``; ``block_size=1`` is the element-by-element recurrence.
+    Equal to :func:`attnbook.softmax` up to rounding, for every ``block_size``.
 
     Parameters
     ----------
-    x : array_like
-        Real logits, at least one dimension; ``-inf`` means masked.
-    axis : int
-        The axis normalised.
-    mask : array_like of bool, optional
-        Broadcasting to ``x``; True = the logit takes part.
+    x, axis, mask
+        As in :func:`attnbook.softmax`.
     block_size : int
         Scores per block of the streaming pass.
 
@@ -326,12 +305,8 @@ def online_softmax_trace(scores, block_size: int = 1, values=None) -> list[Onlin
 
     Parameters
     ----------
-    scores : array_like
-        ``(n,)`` one row of scores.
-    block_size : int
-        Scores per block.
-    values : array_like, optional
-        ``(n, d_v)``.
+    scores, block_size, values
+        ``(n,)`` one row of scores; scores per block; optional values ``(n, d_v)``.
 
     Returns
     -------

@@ -1,12 +1,6 @@
 """Sliding windows and attention sinks: attention over a stream with a key-value cache of fixed size.
 
-A causal sliding window of reach ``w`` lets query ``i`` see keys ``i - w .. i`` (Longformer, Mistral
-7B); a decoder then needs only the last ``w + 1`` keys and values, a rolling cache of fixed size.
-StreamingLLM (Xiao et al., 2024) keeps, beside the window, the first ``sinks`` tokens of the
-stream: many trained models put much of their attention on the first tokens (an *attention sink*),
-and evicting them changes every later output.
-
-:func:`sink_window_mask` is the mask, :class:`SinkCache` the rolling cache and
+StreamingLLM (Xiao et al., 2024): :func:`sink_window_mask` is the mask, :class:`SinkCache` the rolling cache and
 :func:`stream_attention` decodes with it; the outputs equal masked attention with the mask.
 :func:`sink_inputs` builds queries, keys and values with a sink by construction.
 
@@ -79,22 +73,15 @@ def mask_of(n: int, window: int, sinks: int) -> np.ndarray:
 class SinkCache:
     """A key-value cache of fixed size: the first ``sinks`` tokens and the last ``window + 1``.
 
-    Appending a token beyond the capacity evicts the oldest token that is not a sink. The recent
-    tokens live in a ring buffer (token at position ``p`` in slot ``p mod (window + 1)``, Mistral's
-    rolling buffer), so an append writes one row and copies nothing.
+    Appending beyond the capacity evicts the oldest token that is not a sink; the recent tokens live in
+    a ring buffer (position ``p`` in slot ``p mod (window + 1)``), so an append copies nothing.
 
     Parameters
     ----------
-    window : int
-        ``w``: besides the sinks the cache keeps the ``w + 1`` most recent tokens (the new one included).
-    sinks : int
-        ``s``: how many of the first tokens are never evicted.
-    d_k, d_v : int
-        Widths of a key and of a value.
-    batch_shape : tuple of int, optional
-        Leading (batch, head) shape of every key and value.
-    dtype : numpy float dtype, optional
-        Type of the buffers; default float64.
+    window, sinks : int
+        As in :func:`sink_window_mask`: the cache keeps the ``w + 1`` most recent tokens and the first ``s``.
+    d_k, d_v, batch_shape, dtype
+        As in :class:`attnbook.efficient.kv_cache.KVCache`.
 
     Attributes
     ----------
@@ -193,16 +180,12 @@ def stream_attention(q, k, v, window: int, sinks: int = 0, scale=None) -> Stream
 
     Parameters
     ----------
-    q, k : array_like
-        ``(..., n, d_k)``: the query and key of every token of the stream.
-    v : array_like
-        ``(..., n, d_v)``.
-    window : int
-        ``w``, the reach of the window.
-    sinks : int
-        ``s``, the first tokens kept.
+    q, k, v : array_like
+        ``(..., n, d_k)``, ``(..., n, d_k)``, ``(..., n, d_v)``: every token of the stream.
+    window, sinks
+        As in :func:`sink_window_mask`.
     scale : float, optional
-        Default ``1/sqrt(d_k)``.
+        As in :func:`attnbook.scaled_dot_product_attention`.
 
     Returns
     -------
@@ -240,17 +223,13 @@ def sink_inputs(n: int, d: int, sink_logit: float, seed: int = 0) -> tuple[np.nd
     .. math:: q_i = (1, z_i), \quad k_0 = (\lambda \sqrt{d}, 0), \quad k_j = (0, y_j), \quad v_0 = 0, \quad
               v_j \sim \mathcal N(0, I) \ (j \ge 1)
 
-    with ``z_i, y_j`` standard normal in ``d - 1`` coordinates. Every query gives the first token the
-    scaled score ``lambda`` (``sink_logit``) and the others scores of order 1, so for large ``lambda``
-    the first token takes most of every query's weight while contributing a zero value: a place to
-    put attention that changes nothing, as the sinks of trained models do (their values are small).
+    with ``z_i, y_j`` standard normal in ``d - 1`` coordinates: for large ``lambda`` the first token takes
+    most of every query's weight while contributing a zero value.
 
     Parameters
     ----------
-    n : int
-        Stream length.
-    d : int
-        Width of queries, keys and values, at least 2.
+    n, d : int
+        Stream length; width of queries, keys and values, at least 2.
     sink_logit : float
         ``lambda``, the scaled score of the first token for every query (0: no sink).
     seed : int

@@ -1,15 +1,7 @@
 """Tiled attention (FlashAttention-style): exact attention without ever holding the n_q x n_k weights.
 
-The queries are cut into blocks of ``block_q`` rows and the keys and values into blocks of
-``block_k`` rows. For one block of queries, the key blocks are visited in turn; each visit computes
-a ``(block_q, block_k)`` tile of scores, folds it into the running maximum, normaliser and output of
-the online softmax (:mod:`attnbook.efficient.online_softmax`), and throws the tile away. Memory beyond the
-inputs and the output is a few tiles, whatever ``n``; the result equals
-:func:`attnbook.scaled_dot_product_attention`'s output up to rounding.
-
-Tiles in which the mask allows no query-key pair are skipped without computing their scores
-(:func:`tile_plan`); with ``causal=True`` that is every tile above the diagonal, and the causal mask
-is made tile by tile, so no ``n x n`` boolean array is needed either.
+Each ``(block_q, block_k)`` tile of scores is folded into the online softmax
+(:mod:`attnbook.efficient.online_softmax`) and thrown away; tiles the mask forbids are skipped (:func:`tile_plan`).
 
 >>> import numpy as np
 >>> from attnbook import scaled_dot_product_attention
@@ -91,22 +83,15 @@ def tile_plan(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool = Fal
 
     .. math:: P_{ab} \in \{\text{SKIPPED}, \text{PARTIAL}, \text{FULL}\}
 
-    Entry ``[a, b]`` describes the tile of query block ``a`` and key block ``b``: ``SKIPPED`` (0)
-    when no query of the block may attend to any key of the block (the tile is never computed),
-    ``PARTIAL`` (1) when some pairs are masked, ``FULL`` (2) when all are allowed. With a batched
-    ``mask``, a tile is skipped only if no batch entry allows a pair in it, and full only if every
-    batch entry allows every pair.
+    Entry ``[a, b]``, for query block ``a`` and key block ``b``: ``SKIPPED`` (0) when no pair is allowed
+    in any batch entry, ``FULL`` (2) when every pair is allowed in every one, else ``PARTIAL`` (1).
 
     Parameters
     ----------
     n_q, n_k : int
         Numbers of queries and keys.
-    block_q, block_k : int
-        Rows per query block and per key block.
-    causal : bool
-        Apply the causal mask.
-    mask : array_like of bool, optional
-        Broadcasting to ``(..., n_q, n_k)``.
+    block_q, block_k, causal, mask
+        As in :func:`tiled_attention`.
 
     Returns
     -------
@@ -135,17 +120,12 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
     .. math:: O_{I} = \sum_{J} \operatorname{fold}\big(\text{scale}\, Q_I K_J^\top,\; V_J\big)
               \text{ over key blocks } J, \text{ for each query block } I
 
-    Unlike ``scaled_dot_product_attention`` it returns no weights: never forming the
-    ``(..., n_q, n_k)`` weight matrix is the point. A query with no allowed key gets a zero output,
-    the package's convention. Computed, like ``scaled_dot_product_attention``, in the widest float
-    type of q, k and v, and at least in float32.
+    It returns no weights: never forming the ``(..., n_q, n_k)`` weight matrix is the point.
 
     Parameters
     ----------
     q, k, v, mask, scale
-        As in :func:`attnbook.scaled_dot_product_attention` (shapes ``(..., n_q, d_k)``,
-        ``(..., n_k, d_k)``, ``(..., n_k, d_v)``; ``mask`` boolean, True = may attend, broadcasting
-        to ``(..., n_q, n_k)``; leading dimensions broadcast).
+        As in :func:`attnbook.scaled_dot_product_attention`.
     causal : bool
         Also apply the causal mask of :func:`attnbook.causal_mask` (made tile by tile).
     block_q, block_k : int
@@ -155,7 +135,11 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal: bool = False, blo
     Returns
     -------
     ndarray
-        ``(..., n_q, d_v)``.
+        ``(..., n_q, d_v)``, the output of :func:`attnbook.scaled_dot_product_attention` up to rounding.
+
+    See Also
+    --------
+    attnbook.scaled_dot_product_attention
 
     Examples
     --------

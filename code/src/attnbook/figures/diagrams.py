@@ -1,14 +1,9 @@
 """Diagrams of data flow, drawn by code: arrays, weights and operations as boxes, arrows between them.
 
-A :class:`Diagram` is laid out by its author on a grid of cells (column, row) and draws itself twice from
-the same shapes: as SVG for the website and the notebooks (sharp at any size; its colours come from the
-page's theme through CSS custom properties, ``--attn-dg-*`` in the book's stylesheet, with light colours to
-fall back on anywhere else) and as a vector PDF for the book's LaTeX build. Jupyter shows the SVG
-(``text/html``), the PDF build takes ``application/pdf``, and plain text gets the alt text. The kind of a
-box shows in its outline as well as its colour, so that no reader needs the colours: arrays are square,
-weights dashed, operations rounded, masks hatched, the result has a double outline; a boolean pattern is a
-small grid of filled (True) and empty (False) squares. The SVG carries the
-title and the alt text for screen readers (``role="img"``, ``<title>``, ``<desc>``).
+A :class:`Diagram` is laid out on a grid of cells and draws itself as theme-aware SVG (the website and the
+notebooks, with its alt text for screen readers) and as a vector PDF (the LaTeX build). A box's kind shows in
+its outline as well as its colour: arrays square, weights dashed, operations rounded, masks hatched, the
+result double.
 
 >>> d = Diagram("Scores", "Q and K meet in a scaled matrix product.", columns=2, rows=2)
 >>> d.array("q", "Q", "(n_q, d_k)", 0, 0)

@@ -1,21 +1,8 @@
 """Public checks for the homework: run a student's function, compare it with the package, say what is wrong.
 
-Every check chooses its own inputs (seeded), calls the student's function on copies of them, compares
-the result with this package's reference implementation, and reports the first problem it finds in
-plain words: wrong shape (expected vs got), rows that do not sum to 1, negative weights, NaN or inf at
-large logits, a transposed result, a missing scaling factor, "not done yet" (the stub still raises
-``NotImplementedError`` or returns ``None``), or the name of the exception the function raised. A
-check never raises because of the student's code, never prints a traceback, and never prints the
-reference values for its inputs. It returns a :class:`CheckResult` and prints its message after a
-✓ or ✗ marker (``quiet=True`` only returns it). Hidden tests reuse the checks on other inputs
-(``seed=``) and ``assert result.passed, result.message``.
-
-Every result is judged by one comparison, :func:`check_array` (``_difference`` inside the checks): the
-shape exactly, with no broadcasting (an empty ``(0, 1, 1)`` or a ``(1, n)`` answer to an ``(n, n)``
-question is wrong), the dtype's kind (booleans for a mask, integers for token ids and counts, floats of
-any width for the rest), NaN or inf, then the values within tolerances. A check's other tests (rows
-summing to 1, the known mistakes) only explain a failure; hidden tests call :func:`check_array` for the
-values they compare themselves.
+Every check calls the student's function on seeded inputs, compares the result with the package's by
+:func:`check_array`, and reports the first problem in plain words, never a traceback or the reference
+values; it returns a :class:`CheckResult` (see :func:`attnbook.homework.verdict.check`).
 
 >>> import numpy as np
 >>> from attnbook import softmax

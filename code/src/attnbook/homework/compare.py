@@ -1,10 +1,7 @@
 """The one comparison of every homework check, :func:`check_array`, and the checks built on it for a number
 (:func:`check_number`) and for any function against a reference (:func:`check_function`).
 
-The shape exactly, with no broadcasting (an empty ``(0, 1, 1)`` or a ``(1, n)`` answer to an ``(n, n)``
-question is wrong), the dtype's kind (booleans for a mask, integers for token ids and counts, floats of
-any width for the rest), NaN or inf, then the values within tolerances: :func:`compare` fails with the
-first problem in plain words, never with the expected values.
+:func:`check_array` documents the comparison; :func:`compare` is its kernel.
 
 >>> _ = check_array(np.eye(2).T, np.eye(2), "identity")
 ✓ identity: correct (shape (2, 2), floats)
@@ -209,25 +206,20 @@ def check_number(answer, expected, name: str = "answer", rel_tol: float = 1e-6, 
 
     .. math:: |a - e| \le \text{abs\_tol} + \text{rel\_tol}\, |e|
 
-    ``answer`` None (or ``...``) means "not done yet". Any integer or float is compared by value (a
-    count may be written 55 or 55.0); a boolean, text, an array (even of one entry) or NaN is not a
-    number. The comparison is :func:`check_array`'s. The message never shows ``expected``; a ``hint``
-    (say, which formula to revisit) is added when the answer is wrong.
+    Any integer or float is compared by value (55 or 55.0); a boolean, text, an array or NaN is not a number.
 
     Parameters
     ----------
     answer : number or None
         The student's number; None (or ``...``) means "not done yet".
-    expected : float
-        The right value, never shown.
-    name : str
-        The answer's name in the message.
+    expected, name
+        As in :func:`check_array`, one number.
     rel_tol, abs_tol : float
         Tolerances: relative to ``expected``, and absolute.
     hint : str, optional
         Added when the answer is wrong.
     quiet : bool
-        Only return the verdict, without printing it.
+        As in :func:`check_array`.
 
     Returns
     -------
@@ -301,16 +293,10 @@ def check_array(answer, expected, name: str = "answer", *, rtol: float = 1e-6, a
     .. math:: \operatorname{shape}(a) = \operatorname{shape}(e), \qquad
               |a_i - e_i| \le \text{atol} + \text{rtol}\, |e_i| \ \text{for every entry } i
 
-    The comparison of every check in this module. The shape must be the expected one exactly: numpy
-    broadcasts a ``(1, n)`` row or an empty ``(0, 1, 1)`` array against an ``(n, n)`` one (and
-    ``np.allclose`` over an empty broadcast is true), so here either is a wrong shape. The dtype must be
-    of the expected array's kind: a boolean ``expected`` (a mask) accepts only booleans, compared
-    exactly; an integer one (token ids, lengths, counts) accepts integers of any width, compared
-    exactly; a float one accepts floats of any width (float32 included), compared by value within the
-    tolerances. NaN or inf is wrong where the expected entry is finite, and an infinite expected entry
-    (a logit left out at ``-inf``) must be the same infinity. The first problem is named in plain words
-    (expected and received shape with a hint at the layout; the dtype found; a transpose; how many entries
-    are wrong), never with the expected values.
+    The shape exactly (no broadcasting: a ``(1, n)`` or empty answer to ``(n, n)`` is wrong); the dtype of
+    the expected kind (booleans and integers compared exactly, floats of any width within the
+    tolerances); NaN or inf only where expected. The first problem is named in plain words, never with
+    the expected values.
 
     Parameters
     ----------
@@ -399,10 +385,8 @@ def check_function(fn, reference: Callable, cases, name: str | None = None, *, r
 
     .. math:: \text{fn}(*c) \approx \text{reference}(*c) \text{ for every case } c
 
-    Results may be numbers, arrays or tuples of arrays, compared part by part as :func:`check_array`
-    compares: the shape exactly, the dtype of the reference's kind (booleans for a mask, integers for
-    token ids or counts, floats for the rest), then the values. The first difference is reported with
-    the case's input shapes, never the reference values.
+    Numbers, arrays or tuples of arrays, compared part by part by :func:`check_array`; the first difference
+    is reported with the case's input shapes.
 
     Parameters
     ----------
@@ -414,10 +398,8 @@ def check_function(fn, reference: Callable, cases, name: str | None = None, *, r
         Argument tuples, each passed to both.
     name : str, optional
         The function's name in the message; default its ``__name__``.
-    rtol, atol : float
-        Tolerances for floats, as in :func:`numpy.isclose`.
-    quiet : bool
-        Only return the verdict, without printing it.
+    rtol, atol, quiet
+        As in :func:`check_array`.
 
     Returns
     -------

@@ -4,18 +4,7 @@ Every strategy here works with any model, given as one function
 
     step(state, tokens) -> (logits, state)
 
-``tokens`` ``(rows,)`` holds the newest token of each sequence being decoded, ``logits`` ``(rows, vocab)``
-scores the next token of each, and ``state`` is whatever the model carries from step to step: a KV cache
-(:mod:`attnbook.efficient.kv_cache`), or simply the prefix so far for a model that recomputes everything.
-The first call receives BOS. Beam search also needs
-
-    reorder(state, index) -> state
-
-which selects (and duplicates) rows of the state: row ``r`` of the result is row ``index[r]`` of ``state``.
-
-The model's distribution is :math:`p(y_t \\mid y_{<t}) = \\operatorname{softmax}(z_t)`, computed as a
-log-softmax so that no probability underflows; a sequence's log-probability is the sum over its tokens,
-its EOS included.
+(:func:`greedy_decode` documents it); a sequence's log-probability is the sum over its tokens, EOS included.
 
 >>> step = bigram_step([[0, 0, 1, 0, 0], [0, 0, .1, .5, .4], [0, 0, 1, 0, 0],
 ...                     [0, 0, .4, .3, .3], [0, 0, .9, .05, .05]])
@@ -180,9 +169,8 @@ def nucleus_filter(logits: np.ndarray, p: float) -> np.ndarray:
 
     .. math:: V_p = \{\, \sigma(1), \dots, \sigma(m) \,\}, \quad m = \min\Bigl\{ m : \sum_{r \le m} p_{\sigma(r)} \ge p \Bigr\}
 
-    with :math:`\sigma` ordering the tokens by decreasing probability (Holtzman et al., 2020). A token is
-    kept when the probability of the tokens before it is still below ``p``, so the most probable token
-    is always kept; ties go to the lower index.
+    with :math:`\sigma` ordering the tokens by decreasing probability (Holtzman et al., 2020); ties go to
+    the lower index.
 
     >>> nucleus_filter(np.log(np.array([[0.1, 0.5, 0.3, 0.1]])), 0.8).round(2).tolist()
     [[-inf, -0.69, -1.2, -inf]]
@@ -230,8 +218,7 @@ def bigram_step(probabilities) -> Step:
 
     .. math:: p(y_t = v \mid y_{<t}) = P_{y_{t-1},\, v}, \qquad z_t = \log P_{y_{t-1}}
 
-    A first-order Markov chain over the tokens, the state unused (``None`` will do); as it needs no
-    reordering, beam search takes ``reorder = lambda state, index: state``.
+    The state is unused (``None``); beam search takes ``reorder = lambda state, index: state``.
 
     Parameters
     ----------
@@ -275,14 +262,14 @@ def greedy_decode(step: Step, state, batch_size: int, max_length: int, bos: int 
 
     .. math:: y_t = \arg\max_v \, p(v \mid y_{<t})
 
-    Each row stops at its own EOS (PAD follows it); decoding returns as soon as every row has ended.
-    Ties go to the lower token index.
+    Each row stops at its own EOS (PAD follows it). Ties go to the lower token index.
 
     Parameters
     ----------
     step : callable
-        ``step(state, tokens) -> (logits, state)``, ``tokens`` ``(batch_size,)``, ``logits``
-        ``(batch_size, vocab)``.
+        ``step(state, tokens) -> (logits, state)``: ``tokens`` ``(batch_size,)`` the newest token of each
+        sequence (BOS first), ``logits`` ``(batch_size, vocab)`` the next token's scores, ``state`` what
+        the model carries (a KV cache, or the prefix).
     state : object
         The model's state before the first token (a fresh cache, the encoder's memory, ...); opaque here.
     batch_size : int
@@ -319,23 +306,13 @@ def sample(step: Step, state, batch_size: int, max_length: int, temperature: flo
 
     .. math:: y_t \sim \operatorname{softmax}\bigl(\operatorname{filter}(z_t / T)\bigr)
 
-    The logits are divided by the temperature :math:`T` (below 1 sharpens, above 1 flattens), then
-    ``top_k`` keeps the ``k`` most probable tokens and ``top_p`` the nucleus of probability ``p``
-    (Holtzman et al., 2020; both may be given, top-k first). The draw is the Gumbel-max trick,
-    :math:`y = \arg\max_v (\log \tilde p_v + g_v)` with :math:`g_v` standard Gumbel, an exact sample.
-    ``log_probs`` are the model's own (at temperature 1, unfiltered), so they compare with greedy and beam
-    search. Temperature 0 is greedy search: call :func:`greedy_decode`.
+    Top-k first, then the nucleus (:func:`nucleus_filter`); the draw is the Gumbel-max trick.
+    ``log_probs`` are the model's own (temperature 1, unfiltered).
 
     Parameters
     ----------
-    step : callable
-        ``step(state, tokens) -> (logits, state)``, as for :func:`greedy_decode`.
-    state : object
-        The model's state before the first token.
-    batch_size : int
-        Sequences sampled together.
-    max_length : int
-        The most tokens per sequence, EOS included.
+    step, state, batch_size, max_length
+        As in :func:`greedy_decode`.
     temperature : float, optional
         :math:`T > 0`; default 1.
     top_k : int, optional
@@ -345,7 +322,7 @@ def sample(step: Step, state, batch_size: int, max_length: int, temperature: flo
     seed : int or numpy Generator, optional
         The random source; the same seed gives the same sequences.
     bos, eos : int, optional
-        The first input token and the token that ends a sequence.
+        As in :func:`greedy_decode`.
 
     Returns
     -------
@@ -398,9 +375,7 @@ def length_normalisation(length, alpha: float):
 
     .. math:: \mathrm{score}(y) = \frac{\log p(y)}{\mathrm{lp}(|y|)}
 
-    Beam search ranks finished hypotheses by this score. :math:`\alpha = 0` ranks by log-probability
-    alone, which favours short sequences (every token lowers the sum); :math:`\alpha = 1` nearly divides by
-    the length (a mean per token). :math:`\mathrm{lp}(1) = 1` for every :math:`\alpha`.
+    :math:`\alpha = 0` ranks by log-probability alone, which favours short sequences.
 
     Parameters
     ----------
@@ -431,15 +406,9 @@ def beam_search(step: Step, reorder: Reorder, state, max_length: int, beam_width
     .. math:: B_{t} = \operatorname{top}_{W} \bigl\{\, (y, v) : y \in B_{t-1},\ v \ne \mathrm{EOS} \,\bigr\}
               \text{ by } \log p(y) + \log p(v \mid y)
 
-    At every step each of the ``W`` prefixes is extended by every token; a continuation by EOS that
-    ranks among the best ``W`` continuations ends a hypothesis, and the best ``W`` continuations by other
-    tokens form the next beam. Finished hypotheses are ranked by :math:`\log p(y) / \mathrm{lp}(|y|)`, the
-    GNMT length normalisation of :func:`length_normalisation` with :math:`\alpha` = ``length_penalty``
-    (Wu et al., 2016). Search stops when no prefix of the beam can still beat the best finished
-    hypothesis (its log-probability can only fall, and :math:`\mathrm{lp}` is at most
-    :math:`\mathrm{lp}(\text{max\_length})`, so the bound is exact), or after ``max_length`` tokens, when the
-    prefixes left are cut and ranked too. ``beam_width = 1`` is greedy search; a beam wide enough to
-    hold every prefix is exhaustive search.
+    An EOS continuation among the best ``W`` ends a hypothesis, ranked by :func:`length_normalisation`;
+    search stops when no prefix can beat the best finished one, or after ``max_length`` tokens.
+    ``beam_width = 1`` is greedy search.
 
     Parameters
     ----------
@@ -451,11 +420,11 @@ def beam_search(step: Step, reorder: Reorder, state, max_length: int, beam_width
     state : object
         The model's state for one input (one row).
     max_length : int
-        The most tokens per hypothesis, EOS included.
+        As in :func:`greedy_decode`.
     beam_width : int
         :math:`W`, prefixes kept per step.
     bos, eos : int, optional
-        The first input token and the token that ends a hypothesis.
+        As in :func:`greedy_decode`.
     length_penalty : float, optional
         :math:`\alpha \ge 0` of the length normalisation; default 0 (rank by log-probability).
 

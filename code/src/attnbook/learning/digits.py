@@ -29,14 +29,8 @@ class DigitsSplit(NamedTuple):
 
     Attributes
     ----------
-    train_images : ndarray
-        ``(n_train, 8, 8)`` uint8 grey levels ``0 .. 16``.
-    train_labels : ndarray
-        ``(n_train,)`` uint8 digits ``0 .. 9``.
-    test_images : ndarray
-        ``(n_test, 8, 8)`` uint8.
-    test_labels : ndarray
-        ``(n_test,)`` uint8.
+    train_images, train_labels, test_images, test_labels : ndarray
+        ``(n, 8, 8)`` images and ``(n,)`` labels, as :func:`load_digits` returns them.
 
     Examples
     --------
@@ -54,11 +48,8 @@ class DigitsSplit(NamedTuple):
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 1,797 handwritten digits shipped with the package, in scikit-learn's order.
 
-    The data are the test set of the UCI "Optical Recognition of Handwritten Digits" data set
-    (E. Alpaydin and C. Kaynak, 1998; https://doi.org/10.24432/C50P49), licensed CC BY 4.0, as bundled
-    by scikit-learn (``sklearn.datasets.load_digits``): 32 x 32 bitmaps of 43 writers, counted in
-    non-overlapping 4 x 4 blocks, giving 8 x 8 images of grey levels 0 to 16. ``python -m tools.make_digits``
-    copies them into ``attnbook/data/digits.npz``, so reading them needs neither scikit-learn nor a download.
+    The UCI "Optical Recognition of Handwritten Digits" test set (https://doi.org/10.24432/C50P49, CC BY 4.0)
+    as ``sklearn.datasets.load_digits`` bundles it.
 
     Returns
     -------
@@ -82,9 +73,6 @@ def load_digits_split(test_fraction: float = 0.2, seed: int | np.random.Generato
     r"""The digits split at random into training and test sets, stratified by digit.
 
     .. math:: n_\text{test}(c) = \operatorname{round}(f \, n(c)) \quad \text{for each digit } c
-
-    Each digit's images are shuffled and the first :math:`\operatorname{round}(f\,n(c))` go to the test
-    set, so both sets hold the ten digits in the proportions of the whole; each set is then shuffled.
 
     Parameters
     ----------
@@ -122,8 +110,7 @@ def image_patches(images, patch: int) -> np.ndarray:
 
     .. math:: P_{b,\, r (W/p) + c} = \operatorname{vec}\bigl(X_b[\, r p : (r+1) p,\ c p : (c+1) p \,]\bigr)
 
-    An 8 x 8 image with ``patch = 2`` gives 16 patches of 4 pixels; with ``patch = 4``, 4 patches of 16.
-    The order is that of :func:`attnbook.beyond.modalities.image_to_patches`, for a batch of grey images.
+    The order of :func:`attnbook.beyond.modalities.image_to_patches`, for a batch of grey images.
 
     Parameters
     ----------

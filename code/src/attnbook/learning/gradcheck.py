@@ -1,10 +1,6 @@
 """Gradient checks: a backward pass against central finite differences, leaf by leaf of a parameter tree.
 
-The error of an analytic gradient ``g`` against the differences ``f`` is
-``|f - g| / max(|f| + |g|, floor)`` with Euclidean norms over the whole leaf: relative for gradients of
-norm above ``floor``, absolute below, where the round-off of the differences (about 1e-10 with the
-default step in float64) would otherwise dominate — a gradient that is 0 in exact arithmetic (the bias of
-the keys: softmax ignores a constant added to a row of scores) needs the floor.
+The error is :func:`relative_error`, relative above ``floor`` and absolute below, where round-off dominates.
 
 >>> from attnbook import layer_norm
 >>> from attnbook.learning.layers import layer_norm_vjp
@@ -34,10 +30,8 @@ def relative_error(numeric, analytic, floor: float = 1e-2) -> float:
 
     Parameters
     ----------
-    numeric : array_like
-        The finite-difference estimate ``f``.
-    analytic : array_like
-        The backward pass's gradient ``g``, of the same shape.
+    numeric, analytic : array_like
+        The finite-difference estimate ``f`` and the backward pass's gradient ``g``, of the same shape.
     floor : float, optional
         The denominator's least value: below it the error is absolute. Default ``1e-2``.
 

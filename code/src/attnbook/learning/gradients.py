@@ -1,17 +1,7 @@
 """Backward passes: the gradients of softmax, attention, a linear layer and the cross-entropy loss.
 
-Reverse-mode differentiation ("backpropagation") sends the gradient of a scalar loss ``L`` back
-through each operation: given ``dL/d(output)``, an operation's *backward pass* returns
-``dL/d(input)``, a vector-Jacobian product (VJP), without ever building the Jacobian. For
-``A = softmax(S)`` along the last axis, ``J = diag(a) - a^T a`` for each row ``a``, and the VJP is
-
-    dS = A * (dA - sum(dA * A, axis=-1, keepdims=True))
-
-For attention ``O = softmax(scale * Q K^T) V``:
-
-    dV = A^T dO,   dA = dO V^T,   dS = softmax-VJP(dA),   dQ = scale * dS K,   dK = scale * dS^T Q.
-
-Naming: ``grad_x`` (or ``dx``) is ``dL/dx`` and has the shape of ``x``.
+Each backward pass returns ``dL/d(input)`` from ``dL/d(output)`` of a scalar loss ``L``, a vector-Jacobian
+product, without building the Jacobian. ``grad_x`` (or ``dx``) is ``dL/dx``, shaped like ``x``.
 
 >>> import numpy as np
 >>> a = np.array([0.5, 0.5])                                   # (n,): softmax of equal scores
@@ -67,8 +57,6 @@ class LinearGradients(NamedTuple):
 
 def sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Unchecked kernel: undo broadcasting, summing ``grad`` over the axes along which an input of ``shape`` was spread.
-
-    An input that was used for every element of a batch receives the sum of their gradients.
 
     >>> sum_to_shape(np.ones((2, 3, 4)), (1, 4)).tolist()
     [[6.0, 6.0, 6.0, 6.0]]
@@ -131,10 +119,8 @@ def softmax_backward(weights, grad_weights, axis: int = -1) -> np.ndarray:
 
     .. math:: \frac{\partial L}{\partial s} = a \odot \left(g - \sum_j g_j a_j\right)
 
-    This is ``g J`` with the Jacobian ``J = diag(a) - a^T a`` of :func:`attnbook.softmax_jacobian`,
-    computed in ``O(n)`` instead of ``O(n^2)``. Positions with weight 0 (masked, or fully masked
-    slices) get gradient 0, and each slice of the result sums to 0 (softmax ignores a common shift
-    of its inputs).
+    This is ``g J`` with the Jacobian ``J`` of :func:`attnbook.softmax_jacobian`, in ``O(n)`` instead of
+    ``O(n^2)``. Positions with weight 0 get gradient 0; each slice of the result sums to 0.
 
     Parameters
     ----------
@@ -184,32 +170,29 @@ def attention_backward(q, k, v, weights, grad_output, mask=None, scale=None) -> 
     .. math:: dV = A^\top dO, \quad dA = dO\, V^\top, \quad dS = \text{softmax-VJP}(dA), \quad
               dQ = \text{scale}\; dS\, K, \quad dK = \text{scale}\; dS^\top Q
 
-    The forward pass was ``weights = softmax(scale * q k^T, mask)`` and ``output = weights v``
-    (:func:`attnbook.scaled_dot_product_attention` with the same ``mask`` and ``scale``). If an input
-    was broadcast over batch dimensions, its gradient is summed over them. Masked pairs (mask False)
-    contribute nothing: their weight is 0, and so is their score gradient.
+    The forward pass was :func:`attnbook.scaled_dot_product_attention` with the same ``mask`` and
+    ``scale``. An input broadcast over batch dimensions gets its gradient summed over them; masked
+    pairs get none.
 
     Parameters
     ----------
-    q : array_like
-        ``(..., n_q, d_k)``.
-    k : array_like
-        ``(..., n_k, d_k)``.
-    v : array_like
-        ``(..., n_k, d_v)``.
+    q, k, v
+        The forward pass's inputs, ``(..., n_q, d_k)``, ``(..., n_k, d_k)``, ``(..., n_k, d_v)``.
     weights : array_like
         ``(..., n_q, n_k)`` the attention weights returned by the forward pass.
     grad_output : array_like
         ``(..., n_q, d_v)`` the gradient of the loss with respect to the output.
-    mask : array_like of bool, optional
-        Broadcasting to ``(..., n_q, n_k)``, True = may attend.
-    scale : float, optional
-        The factor applied to ``q k^T``; default ``1/sqrt(d_k)``.
+    mask, scale : optional
+        As in the forward pass.
 
     Returns
     -------
     AttentionGradients
         ``(dq, dk, dv)``, each with the shape of its input.
+
+    See Also
+    --------
+    attnbook.scaled_dot_product_attention
 
     Examples
     --------
@@ -294,20 +277,12 @@ def score_gradient(v, weights, grad_output, mask=None) -> np.ndarray:
 
     .. math:: dS_{ij} = a_{ij} \left(g_{ij} - \sum_l a_{il} g_{il}\right), \quad g = dO\, V^\top
 
-    This is the middle of :func:`attention_backward`, exposed because its size tells how much a loss
-    can still move the attention pattern: a key that gets almost no weight also gets almost no
-    gradient. Each row of the result sums to 0.
+    The middle of :func:`attention_backward`: a key that gets almost no weight gets almost no gradient.
 
     Parameters
     ----------
-    v : array_like
-        ``(..., n_k, d_v)``.
-    weights : array_like
-        ``(..., n_q, n_k)``.
-    grad_output : array_like
-        ``(..., n_q, d_v)``.
-    mask : array_like of bool, optional
-        Masked scores get gradient 0.
+    v, weights, grad_output, mask
+        As in :func:`attention_backward`.
 
     Returns
     -------
@@ -341,16 +316,10 @@ def linear_backward(x, w, grad_output) -> LinearGradients:
 
     .. math:: dX = dY\, W^\top, \qquad dW = \sum_{\text{rows}} X^\top dY
 
-    The same ``w`` acts on every row of ``x``, so ``dw`` adds up the contributions of all rows.
-
     Parameters
     ----------
-    x : array_like
-        ``(..., d_in)``.
-    w : array_like
-        ``(d_in, d_out)``.
-    grad_output : array_like
-        ``(..., d_out)``.
+    x, w, grad_output : array_like
+        ``(..., d_in)``, ``(d_in, d_out)``, ``(..., d_out)``.
 
     Returns
     -------
@@ -429,10 +398,8 @@ def cross_entropy(logits, targets) -> float:
 
     Parameters
     ----------
-    logits : array_like
-        ``(..., n_classes)``.
-    targets : array_like of int
-        ``(...)``, one class per row.
+    logits, targets : array_like
+        ``(..., n_classes)`` scores; ``(...)`` int, one class per row.
 
     Returns
     -------
@@ -467,14 +434,12 @@ def cross_entropy_backward(logits, targets) -> np.ndarray:
 
     .. math:: \frac{\partial L}{\partial z_r} = \frac{\operatorname{softmax}(z_r) - e_{t_r}}{N}
 
-    ``N`` is the number of rows, because the loss is their mean. Each row of the result sums to 0.
+    ``N`` is the number of rows, because the loss is their mean.
 
     Parameters
     ----------
-    logits : array_like
-        ``(..., n_classes)``.
-    targets : array_like of int
-        ``(...)``.
+    logits, targets
+        As in :func:`cross_entropy`.
 
     Returns
     -------
@@ -509,19 +474,13 @@ def token_cross_entropy(logits, targets, mask=None, label_smoothing: float = 0.0
               q_r = (1 - \varepsilon)\, e_{t_r} + \frac{\varepsilon}{V}
 
     with :math:`p_r = \operatorname{softmax}(z_r)` and :math:`M` the positions where ``mask`` is True.
-    The target distribution :math:`q_r` is the label smoothing of Szegedy et al. (2016), used by Vaswani
-    et al. (2017) with :math:`\varepsilon = 0.1`; it is PyTorch's
-    ``F.cross_entropy(logits, targets, ignore_index=..., label_smoothing=eps)``, with the padded positions
-    as the ignored ones. The log-softmax is shifted by each row's maximum, so large logits (float32
-    included) give finite numbers. The targets of positions left out by ``mask`` are ignored (a padding
-    id, or -100, is fine there).
+    :math:`q_r` is label smoothing (Szegedy et al., 2016), as PyTorch's ``F.cross_entropy(...,
+    ignore_index=..., label_smoothing=eps)``; the targets of positions left out by ``mask`` are ignored.
 
     Parameters
     ----------
-    logits : array_like
-        ``(..., V)`` scores over the vocabulary, one row per position.
-    targets : array_like of int
-        ``(...)`` the class index of each position.
+    logits, targets
+        As in :func:`cross_entropy`, ``(..., V)`` and ``(...)``.
     mask : array_like of bool, optional
         ``(...)``, True where a position counts (False for padding); default every position.
     label_smoothing : float

@@ -1,20 +1,9 @@
 """Backward passes of every layer of a Transformer, in the style of ``jax.vjp``: the forward result and ``back``.
 
-Each ``*_vjp`` function runs a layer forward with the package's own kernels (so its output equals the
-layer's, number for number) and returns it with a closure ``back``. Given the gradient of a scalar loss
-``L`` with respect to the output, ``back`` returns the gradients with respect to the parameters, in the
-NamedTuple type of the weights (an optimiser treats weights and gradients alike), and with respect to
-the inputs. The closure keeps what the forward pass computed: the attention weights, the standardised
-rows of each layer norm, the hidden layer of each feed-forward network.
-
-A post-norm sub-layer ``y = LN(x + f(x))`` sends the gradient back in two steps, by the chain rule:
-``ds = LN-VJP(dy)``, then ``dx = ds + f-VJP(ds)``; the residual connection passes ``ds`` through
-unchanged. Self-attention uses ``x`` three times (query, key and value), so ``dx`` adds the three.
-
-Each public function checks its arguments once, with the check of its layer (``layer_norm.check``, ...);
-its body, ``encoder_layer_vjp.unchecked`` and the like, lets a model's loss, checked once itself, call
-the layers without checking again. A decoder-only (GPT-style) layer is :func:`encoder_layer_vjp` with a
-causal mask.
+Each ``*_vjp`` function takes its layer's arguments (documented by the layer), runs it forward with the
+package's kernels (its output equals the layer's) and returns it with a closure ``back``: from the gradient
+of a scalar loss with respect to the output, the gradients of the parameters (in the NamedTuple type of the
+weights) and of the inputs. Arguments are checked once, with the layer's check; ``.unchecked`` skips it.
 
 >>> import numpy as np
 >>> from attnbook import init_encoder_layer
@@ -82,9 +71,6 @@ def embedding_vjp(table, tokens) -> tuple:
 
     .. math:: x_{\dots} = E_{t_{\dots}}, \qquad dE_j = \sum_{\text{positions with } t = j} dx
 
-    A token that occurs several times receives the sum of the gradients of its occurrences
-    (``np.add.at``); the rows of tokens that do not occur get 0.
-
     Parameters
     ----------
     table : array_like
@@ -134,8 +120,7 @@ def tied_logits_vjp(x, table) -> tuple:
 
     .. math:: Z = X E^\top, \qquad dX = dZ\, E, \qquad dE = \sum_{\text{rows}} dZ^\top X
 
-    The same ``E`` embeds the input tokens (:func:`embedding_vjp`) and scores the output ones
-    (Press and Wolf, 2017; Vaswani et al., 2017, section 3.4); the model adds the two ``dE``.
+    The same ``E`` embeds the input tokens (:func:`embedding_vjp`); the model adds the two ``dE``.
 
     Parameters
     ----------
@@ -174,23 +159,22 @@ def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
               \quad g = \gamma \odot dy
 
     with :math:`\sigma = \sqrt{\operatorname{var}(x) + \epsilon}` and bars the means over the row;
-    :math:`d\gamma = \sum dy \odot \hat x` and :math:`d\beta = \sum dy` over every row. The gradient
-    of each row sums to 0 (a layer norm ignores a shift of its input).
+    :math:`d\gamma = \sum dy \odot \hat x` and :math:`d\beta = \sum dy` over every row.
 
     Parameters
     ----------
-    x : array_like
-        ``(..., d)`` rows to normalise.
-    gamma, beta : array_like
-        ``(d,)`` scale and shift.
-    eps : float
-        Added to the variance.
+    x, gamma, beta, eps
+        As in :func:`attnbook.layer_norm`.
 
     Returns
     -------
     tuple
         ``(y, back)``: ``y`` ``(..., d)``, equal to :func:`attnbook.layer_norm`, and
         ``back(dy) -> (dx, dgamma, dbeta)``.
+
+    See Also
+    --------
+    attnbook.layer_norm
 
     Examples
     --------
@@ -222,14 +206,12 @@ def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
               dH = dY\, W_2^\top, \quad dP = dH \odot [H > 0], \quad dX = dP\, W_1^\top
 
     and :math:`dW_2 = H^\top dY`, :math:`dW_1 = X^\top dP`, :math:`db_2`, :math:`db_1` the sums of
-    :math:`dY`, :math:`dP` over every row. The ReLU passes the gradient where it was active.
+    :math:`dY`, :math:`dP` over every row.
 
     Parameters
     ----------
-    x : array_like
-        ``(..., n, d_model)`` token vectors.
-    weights : FeedForwardWeights
-        ``w_1`` ``(d_model, d_ff)``, ``b_1`` ``(d_ff,)``, ``w_2`` ``(d_ff, d_model)``, ``b_2`` ``(d_model,)``.
+    x, weights
+        As in :func:`attnbook.feed_forward`.
 
     Returns
     -------
@@ -270,25 +252,13 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
               (dQ_i, dK_i, dV_i) = \operatorname{Attention-VJP}(dC_i), \quad
               dX_q = dQ\, W_Q^\top, \; dX_k = dK\, W_K^\top, \; dX_v = dV\, W_V^\top
 
-    with :math:`C` the concatenated heads and :math:`dC_i` its slice of head :math:`i`; the
-    attention VJP is :func:`attnbook.learning.gradients.attention_backward`'s kernel, and each
-    projection is a linear layer (:func:`attnbook.learning.gradients.linear_backward`), its bias
-    gradient the sum over rows. Self-attention adds ``dquery + dkey + dvalue``; cross-attention sends
-    ``dkey + dvalue`` to the encoder output.
+    with :math:`C` the concatenated heads and :math:`dC_i` its slice of head :math:`i`. Self-attention
+    adds ``dquery + dkey + dvalue``.
 
     Parameters
     ----------
-    query : array_like
-        ``(..., n_q, d_model)``.
-    key, value : array_like
-        ``(..., n_k, d_model)``.
-    weights : MultiHeadWeights
-        See :func:`attnbook.init_multi_head_weights` (every head its own keys and values).
-    n_heads : int
-        The number of heads; must divide ``d_model``.
-    mask : array_like of bool, optional
-        True = may attend, laid out as in :func:`attnbook.multi_head_attention` (causal, padding, or
-        one per head). Masked scores get no gradient.
+    query, key, value, weights, n_heads, mask
+        As in :func:`attnbook.multi_head_attention` (every head its own keys and values).
 
     Returns
     -------
@@ -296,6 +266,10 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
         ``(result, back)``: the :class:`~attnbook.AttentionResult` of
         :func:`attnbook.multi_head_attention` (equal to it) and
         ``back(d_output) -> (grads, dquery, dkey, dvalue)``, ``grads`` a :class:`~attnbook.MultiHeadWeights`.
+
+    See Also
+    --------
+    attnbook.multi_head_attention, attnbook.learning.gradients.attention_backward
 
     Examples
     --------
@@ -342,18 +316,12 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) 
 
     with :math:`dS_2 = \operatorname{LN}_2\text{-VJP}(dY)`, :math:`dS_1 = \operatorname{LN}_1\text{-VJP}(dX')`
     and :math:`(dQ, dK, dV)` the input gradients of the self-attention at :math:`dS_1`. With a causal
-    mask (and no cross-attention) it is the block of a decoder-only (GPT-style) model.
+    mask it is the block of a decoder-only (GPT-style) model.
 
     Parameters
     ----------
-    x : array_like
-        ``(..., n, d_model)`` the input sequence.
-    weights : EncoderLayerWeights
-        See :func:`attnbook.init_encoder_layer`.
-    n_heads : int
-        Heads of the self-attention; must divide ``d_model``.
-    mask : array_like of bool, optional
-        Passed to the self-attention (padding, causal, or both), as in :func:`attnbook.encoder_layer`.
+    x, weights, n_heads, mask
+        As in :func:`attnbook.encoder_layer`.
 
     Returns
     -------
@@ -397,22 +365,13 @@ def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, mem
               Y_3 = \operatorname{LN}_3(Y_2 + \operatorname{FFN}(Y_2)), \qquad
               dM = dK_\text{cross} + dV_\text{cross}
 
-    Each sub-layer sends its gradient back as in :func:`encoder_layer_vjp`; the cross-attention's
-    query gradient goes to :math:`Y_1`, its key and value gradients to the memory :math:`M` (the
-    encoder output, whose own backward pass takes ``dmemory``).
+    Each sub-layer sends its gradient back as in :func:`encoder_layer_vjp`; the cross-attention's key
+    and value gradients go to the memory :math:`M`.
 
     Parameters
     ----------
-    y : array_like
-        ``(..., n_t, d_model)`` the targets.
-    memory : array_like
-        ``(..., n_s, d_model)`` the encoder output.
-    weights : DecoderLayerWeights
-        See :func:`attnbook.init_decoder_layer`.
-    n_heads : int
-        Heads of both attentions; must divide ``d_model``.
-    memory_mask : array_like of bool, optional
-        Restricts the cross-attention (e.g. a padding mask of the source).
+    y, memory, weights, n_heads, memory_mask
+        As in :func:`attnbook.decoder_layer`.
 
     Returns
     -------

@@ -39,11 +39,8 @@ class AdamState(NamedTuple):
 
     Attributes
     ----------
-    m : tuple of ndarray
-        First moments (running means of the gradients), one per leaf of the parameters
-        (:func:`tree_leaves`), shaped like it.
-    v : tuple of ndarray
-        Second moments (running means of the squared gradients), one per leaf.
+    m, v : tuple of ndarray
+        First and second moments (of the gradients, of their squares), one per leaf (:func:`tree_leaves`).
     step : int
         Steps taken so far, ``t`` in the bias corrections.
 
@@ -200,10 +197,8 @@ def check_gradients(params, grads) -> None:
 
     Parameters
     ----------
-    params : NamedTuple
-        The parameter tree: a NamedTuple of arrays, NamedTuples, tuples and lists.
-    grads : NamedTuple
-        Their gradients, of the same structure, NamedTuple types and shapes.
+    params, grads : NamedTuple
+        The parameter tree (see the module docstring) and its gradients, of the same structure and shapes.
 
     Examples
     --------
@@ -227,10 +222,8 @@ def sgd_step(params, grads, learning_rate: float = 0.1):
 
     Parameters
     ----------
-    params : NamedTuple of ndarray
-        The parameters: a tree (arrays, NamedTuples, tuples and lists nested in a NamedTuple).
-    grads : NamedTuple of ndarray
-        Their gradients, of the same structure and shapes.
+    params, grads
+        As in :func:`check_gradients`.
     learning_rate : float
         The step size ``eta``.
 
@@ -291,12 +284,10 @@ def adam_step(params, grads, state: AdamState, learning_rate: float = 0.01, beta
     .. math:: m \leftarrow \beta_1 m + (1 - \beta_1) g, \quad v \leftarrow \beta_2 v + (1 - \beta_2) g^2, \quad
               w \leftarrow w - \eta\, \frac{m / (1 - \beta_1^t)}{\sqrt{v / (1 - \beta_2^t)} + \epsilon}
 
-    The step size is therefore about ``learning_rate`` whatever the size of the gradient.
-
     Parameters
     ----------
-    params, grads : NamedTuple of ndarray
-        The parameters and their gradients: trees of the same structure.
+    params, grads
+        As in :func:`check_gradients`.
     state : AdamState
         The moments so far (see :func:`init_adam`).
     learning_rate : float
@@ -356,17 +347,12 @@ def noam_rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> floa
 
     .. math:: \eta(s) = f \cdot d_\text{model}^{-1/2} \cdot \min\left(s^{-1/2},\; s \cdot w^{-3/2}\right)
 
-    The two terms are equal at ``step = warmup``, where the rate peaks at
-    ``factor / sqrt(d_model * warmup)``. Steps count from 1.
+    The rate peaks at ``step = warmup``.
 
     Parameters
     ----------
-    step : int
-        The step, from 1.
-    d_model : int
-        The model width.
-    warmup : int
-        The steps of the warm-up, ``w`` (4000 in the paper).
+    step, d_model, warmup : int
+        The step, from 1; the model width; ``w``, the steps of the warm-up (4000 in the paper).
     factor : float
         A multiplier ``f``; 1 in the paper.
 
@@ -402,8 +388,6 @@ def clip_by_global_norm(grads, max_norm: float) -> tuple:
 
     .. math:: \lVert g \rVert = \sqrt{\textstyle\sum_\text{leaves} \sum g^2}, \qquad
               g \leftarrow g \cdot \min\left(1, \frac{c}{\lVert g \rVert}\right)
-
-    Every leaf is scaled by the same factor, so the direction of the step is kept (Pascanu et al., 2013).
 
     Parameters
     ----------

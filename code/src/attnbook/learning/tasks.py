@@ -1,16 +1,9 @@
 """Data for attention that learns: tasks whose answers are known, so what a model learns can be checked.
 
-* **Reversal** (sequence to sequence): the target is the source read backwards. Its alignment is known
-  exactly: output position ``i`` reads source position ``len - 1 - i``, so a trained encoder-decoder's
-  cross-attention map can be compared with :func:`reversal_alignment`.
-* **Repeated random tokens** (decoder only): random tokens, then the same tokens again. Only copying
-  predicts the second half, which is what an *induction head* learns (Olsson et al., 2022).
-* **Associative recall** and the **most recent signal**: a lookup by content, and a lookup by position.
-
-The handwritten digits, for vision, are :mod:`attnbook.learning.digits`.
-
-Token conventions of the sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; the symbols are
-``FIRST_SYMBOL = 3`` onwards, so a task with ``n_symbols`` symbols has ``n_symbols + 3`` tokens.
+Reversal (:func:`reversal_batch`), repeated random tokens (:func:`repeated_sequence_batch`), associative
+recall and the most recent signal; the digits are :mod:`attnbook.learning.digits`. Token conventions of the
+sequence tasks: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``; the symbols are ``FIRST_SYMBOL = 3`` onwards, so a
+task with ``n_symbols`` symbols has ``n_symbols + 3`` tokens.
 
 >>> batch = reversal_batch(1, n_symbols=5, min_length=4, max_length=4, seed=0)
 >>> batch.source.tolist(), batch.target_out.tolist()
@@ -85,12 +78,8 @@ def check_tokens(tokens, name: str, vocab_size: int, real: bool = False) -> np.n
 
     Parameters
     ----------
-    tokens : array_like of int
-        The tokens.
-    name : str
-        Their name, in errors.
-    vocab_size : int
-        The model's vocabulary.
+    tokens, name, vocab_size
+        The tokens, their name in errors, the model's vocabulary.
     real : bool, optional
         Refuse a row of padding only (a source must hold a string).
 
@@ -123,18 +112,13 @@ def reversal_batch(n_sequences: int, n_symbols: int, min_length: int, max_length
 
     .. math:: y_i = x_{\ell - 1 - i}, \qquad i = 0, \dots, \ell - 1
 
-    Each length :math:`\ell` is uniform in ``[min_length, max_length]``, each symbol uniform in
-    ``FIRST_SYMBOL .. FIRST_SYMBOL + n_symbols - 1``. Arrays are padded with PAD to the batch's longest
-    sequence. The alignment is known: the decoder's position ``i`` (input ``target_in[i]``, prediction
-    ``target_out[i]``) reads source position :math:`\ell - 1 - i`; its last real position predicts EOS
-    and has no source position (see :func:`reversal_alignment`).
+    Lengths and symbols are uniform; arrays are padded with PAD to the batch's longest sequence. The
+    alignment is :func:`reversal_alignment`.
 
     Parameters
     ----------
-    n_sequences : int
-        Batch size.
-    n_symbols : int
-        Number of distinct symbols.
+    n_sequences, n_symbols : int
+        Batch size; number of distinct symbols.
     min_length, max_length : int
         The shortest and longest source, ``1 <= min_length <= max_length``.
     seed : int or numpy Generator, optional
@@ -196,16 +180,14 @@ def reversal_alignment(lengths, n_source: int | None = None, n_target: int | Non
 
     .. math:: A_{i j} = [\, j = \ell - 1 - i \,], \qquad 0 \le i < \ell
 
-    Rows of the EOS prediction (``i = len``) and of padding are zero: no source position holds their answer.
+    Rows of the EOS prediction (``i = len``) and of padding are zero.
 
     Parameters
     ----------
     lengths : array_like of int
         ``(batch,)`` source lengths, e.g. ``batch.source_mask.sum(axis=1)``.
-    n_source : int, optional
-        Columns; default ``max(lengths)`` (the batch's ``n_src``).
-    n_target : int, optional
-        Rows; default ``max(lengths) + 1`` (the batch's ``n_tgt``).
+    n_source, n_target : int, optional
+        Columns and rows; default the batch's ``n_src = max(lengths)`` and ``n_tgt = n_src + 1``.
 
     Returns
     -------
@@ -239,7 +221,7 @@ def alignment_agreement(weights, lengths) -> float:
     weights : array_like
         ``(batch, n_tgt, n_src)`` cross-attention weights (average the heads first, or pass one head).
     lengths : array_like of int
-        ``(batch,)`` source lengths.
+        As in :func:`reversal_alignment`.
 
     Returns
     -------
@@ -273,21 +255,13 @@ def repeated_sequence_batch(n_sequences: int, half_length: int, vocab_size: int,
 
     .. math:: x_{h + t} = x_t, \qquad x_0, \dots, x_{h-1} \sim \mathrm{Uniform}\{0, \dots, V - 1\}
 
-    Nothing in the first half predicts the next token, so any model's expected next-token loss there is
-    at least :math:`\ln V`. In the second half the next token is the one that followed the current token's
-    earlier occurrence: a model that copies it (look back to the previous occurrence, attend to the token
-    after it, as an induction head does; Olsson et al., 2022) drives the loss towards 0. The first token of
-    the repeat, :math:`x_h`, is not predictable by copying. :func:`in_context_loss` splits the loss this way.
-    All tokens are symbols here: no PAD, BOS or EOS.
+    The first half's loss is at least :math:`\ln V`; copying drives the second half's towards 0
+    (:func:`in_context_loss` splits them). No PAD, BOS or EOS.
 
     Parameters
     ----------
-    n_sequences : int
-        Batch size.
-    half_length : int
-        :math:`h`, tokens before the repeat; at least 2.
-    vocab_size : int
-        :math:`V`, tokens ``0 .. V - 1``; at least 2.
+    n_sequences, half_length, vocab_size : int
+        Batch size; :math:`h`, at least 2; :math:`V`, tokens ``0 .. V - 1``, at least 2.
     seed : int or numpy Generator, optional
         The random source.
 
@@ -333,8 +307,7 @@ def in_context_loss(losses) -> InContextLoss:
 
     .. math:: L_1 = \operatorname{mean}_{1 \le t < h} \ell_t, \qquad L_2 = \operatorname{mean}_{h < t < 2h} \ell_t
 
-    where :math:`\ell_t` is the loss of predicting token :math:`t` from tokens :math:`0 .. t-1`. The
-    prediction of :math:`x_h` (the repeat's first token, not copyable) counts in neither half.
+    where :math:`\ell_t` is the loss of predicting token :math:`t`; that of :math:`x_h` counts in neither half.
 
     Parameters
     ----------
@@ -399,9 +372,6 @@ def associative_recall_batch(n_sequences: int, n_pairs: int = 4, n_keys: int = 8
 
     .. math:: x_\text{pair} = [\, e_\text{key} ; e_\text{value} \,], \qquad x_\text{query} = [\, e_\text{key} ; 0 \,]
 
-    Keys are drawn without replacement from ``n_keys`` symbols (each query has one answer), values with
-    replacement from ``n_values``; the queried keys are distinct pairs of the sequence, chosen at random.
-
     Parameters
     ----------
     n_sequences, n_pairs, n_keys, n_values, n_queries : int
@@ -462,10 +432,8 @@ def recency_batch(n_sequences: int, length: int, n_symbols: int = 6, p_signal: f
 
     Parameters
     ----------
-    n_sequences : int
-        Batch size; positive.
-    length : int
-        Tokens per sequence; positive.
+    n_sequences, length : int
+        Batch size and tokens per sequence; positive.
     n_symbols : int, optional
         Signal tokens ``1 .. n_symbols``; token 0 is the blank. Default 6.
     p_signal : float, optional

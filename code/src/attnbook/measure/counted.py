@@ -53,16 +53,12 @@ def _matrix(a, name: str) -> np.ndarray:
 def counted_self_attention(x, w_q, w_k, w_v) -> Counted:
     """``attnbook.self_attention(x, w_q, w_k, w_v).output`` as scalar loops that count their work.
 
-    The loops perform exactly ``n d_model (2 d_k + d_v) + n^2 (d_k + d_v)`` multiply-adds (with
-    ``d_model = d_k = d_v = d``, ``self_attention_macs(n, d)``) and ``n^2`` exponentials. Meant for
-    small sizes: every multiply-add is a Python operation.
+    The loops perform ``n d_model (2 d_k + d_v) + n^2 (d_k + d_v)`` multiply-adds and ``n^2`` exponentials.
 
     Parameters
     ----------
-    x : array_like, shape (n, d_model)
-        The sequence.
-    w_q, w_k, w_v : array_like, shapes (d_model, d_k), (d_model, d_k), (d_model, d_v)
-        The projections.
+    x, w_q, w_k, w_v : array_like
+        As in :func:`attnbook.self_attention`, one sequence ``(n, d_model)``.
 
     Returns
     -------
@@ -125,15 +121,12 @@ def counted_self_attention(x, w_q, w_k, w_v) -> Counted:
 def counted_rnn(x, w_x, w_h, b) -> Counted:
     """``attnbook.rnn_forward(x, w_x, w_h, b)`` (zero initial state) as scalar loops that count their work.
 
-    The loops perform exactly ``rnn_macs(n, d_in, d_h)`` multiply-adds and ``n d_h`` evaluations of
-    tanh; the ``n`` steps of the recurrence run one after another.
+    The loops perform ``rnn_macs(n, d_in, d_h)`` multiply-adds and ``n d_h`` evaluations of tanh.
 
     Parameters
     ----------
-    x : array_like, shape (n, d_in)
-        The sequence.
-    w_x, w_h, b : array_like, shapes (d_in, d_h), (d_h, d_h), (d_h,)
-        Input weights, recurrent weights and bias.
+    x, w_x, w_h, b : array_like
+        As in :func:`attnbook.rnn_forward`, one sequence ``(n, d_in)``.
 
     Returns
     -------
@@ -182,12 +175,8 @@ def counted_conv1d(x, w, dilation: int = 1) -> Counted:
 
     Parameters
     ----------
-    x : array_like, shape (n, d_in)
-        The sequence.
-    w : array_like, shape (k, d_in, d_out)
-        The kernel; tap ``j`` looks ``j * dilation`` positions back.
-    dilation : int, optional
-        Spacing ``delta`` of the taps, at least 1. Default 1.
+    x, w, dilation
+        As in :func:`attnbook.beyond.modalities.conv1d` (``w`` its ``kernel``), one sequence ``(n, d_in)``.
 
     Returns
     -------

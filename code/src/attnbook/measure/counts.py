@@ -1,16 +1,7 @@
 """The book's closed-form counts of work and reach: multiply-adds, score pairs, sequential steps, path lengths.
 
-The chapters compare layers by what they cost and how far information travels through them. Every
-such number is a closed-form count, and this module holds all of them, grouped by what they count:
-
-- multiply-adds of a forward pass (``self_attention_macs``, ``rnn_macs``, ``conv1d_macs``,
-  ``restricted_attention_macs``, ``decode_multiply_adds``), checked by doing in :mod:`attnbook.measure.counted`;
-- (query, key) pairs that get a score under a full, causal or banded mask (``attention_pair_count``);
-- sequential operations and path lengths of each kind of layer (``sequential_operations``,
-  ``path_length``), in the one vocabulary of layer kinds ``LAYER_KINDS``;
-- and, in :mod:`attnbook.measure.parameters`, learned parameters and the bytes of a key-value cache.
-
-Every count (here and in :mod:`attnbook.measure.parameters`) is an exact Python integer, so long sequences do not overflow.
+Multiply-adds (checked by doing in :mod:`attnbook.measure.counted`), score pairs, sequential operations and
+path lengths in one vocabulary of layer kinds ``LAYER_KINDS``; every count an exact Python integer.
 
 Examples
 --------
@@ -70,20 +61,14 @@ def attention_pair_count(n: int, window: int | None = None, causal: bool = False
         \text{band } |i - j| \le w: \; n (2w + 1) - w (w + 1), \qquad
         \text{causal band: } n (w + 1) - \frac{w (w + 1)}{2}.
 
-    Each row of the band keeps up to ``2w + 1`` keys, and the ``w`` rows at each end lose
-    ``1 + 2 + ... + w`` of them. No mask is built, so the count works for any length; it grows like
-    ``n w`` for a band and like ``n^2`` without one. Multiply by ``d_k`` for the multiply-adds of
-    ``Q K^T``, or by the bytes per number for the memory of the score matrix.
+    The ``w`` rows at each end of the band lose ``1 + 2 + ... + w`` keys. No mask is built.
 
     Parameters
     ----------
     n : int
         Number of positions (queries and keys), at least 1.
-    window : int or None, optional
-        Reach of the band on each side, at least 0 (the mask ``attnbook.banded_mask(n, window)``);
-        ``None`` (the default) for no band.
-    causal : bool, optional
-        Keep only keys at or before the query (``attnbook.causal_mask``). Default False.
+    window, causal : optional
+        As in :func:`attnbook.banded_mask` (``window`` None: no band).
 
     Returns
     -------
@@ -118,8 +103,7 @@ def self_attention_macs(n: int, d: int, projections: bool = True) -> int:
     .. math:: \underbrace{3 n d^2}_{X W_Q,\, X W_K,\, X W_V} + \underbrace{n^2 d}_{Q K^T}
               + \underbrace{n^2 d}_{A V}
 
-    The projections are left out with ``projections=False``, as in Table 1 of the Transformer paper.
-    The ``n^2`` exponentials of the softmax are not multiply-adds and are not counted.
+    ``projections=False`` leaves out the projections, as Table 1 of the Transformer paper.
 
     Parameters
     ----------
@@ -177,10 +161,7 @@ def rnn_macs(n: int, d_in: int, d_h: int | None = None) -> int:
 def conv1d_macs(n: int, d_in: int, k: int, d_out: int | None = None) -> int:
     """Multiply-adds of a 1-D convolution with kernel width ``k`` computed densely: ``k n d_in d_out``.
 
-    Every position multiplies ``k`` inputs, the zero padding beyond the ends included, by a
-    ``(d_in, d_out)`` matrix each. ``counted_conv1d`` performs exactly this many;
-    ``attnbook.beyond.modalities.conv1d`` skips the products with the padding and so performs a few fewer
-    near the ends of the sequence.
+    The zero padding included: ``counted_conv1d`` performs this many, ``attnbook.beyond.modalities.conv1d`` a few fewer.
 
     Parameters
     ----------
@@ -209,16 +190,14 @@ def restricted_attention_macs(n: int, d: int, window: int) -> int:
 
     .. math:: 2 d \cdot \#\{(i, j) : |i - j| \le w\} = 2 d \big(n (2w + 1) - w (w + 1)\big)
 
-    Away from the ends each query has ``r = 2 window + 1`` keys, so the count is close to
-    ``2 r n d``; Table 1 of the Transformer paper writes it O(r n d). (Self-attention with a banded
-    *mask* still computes all ``n^2`` scores and then discards most of them.)
+    Close to ``2 r n d`` with ``r = 2 window + 1``: Table 1's O(r n d) (see :func:`attention_pair_count`).
 
     Parameters
     ----------
     n, d : int
         Number of positions and width of queries, keys and values, each at least 1.
     window : int
-        Reach of the band on each side, at least 0.
+        As in :func:`attnbook.banded_mask`.
 
     Returns
     -------
@@ -248,8 +227,7 @@ def decode_multiply_adds(t: int, d_model: int, d_k: int, d_v: int, strategy: str
 
         \text{recompute\_all: } P T_2 + (d_k + d_v) \frac{t (t + 1) (2t + 1)}{6}.
 
-    The cache grows like ``(d_k + d_v) t^2 / 2``; recomputing everything like ``(d_k + d_v) t^3 / 3``.
-    ``attnbook.kv_cache.decode`` counts the same products as it performs them.
+    ``attnbook.efficient.kv_cache.decode`` counts the same products as it performs them.
 
     Parameters
     ----------
@@ -258,7 +236,7 @@ def decode_multiply_adds(t: int, d_model: int, d_k: int, d_v: int, strategy: str
     d_model, d_k, d_v : int
         Width of the tokens, of queries and keys, and of values, each at least 1.
     strategy : str, optional
-        One of ``DECODE_STRATEGIES``: ``"cache"`` (default), ``"recompute_kv"``, ``"recompute_all"``.
+        One of ``DECODE_STRATEGIES``, as in ``attnbook.efficient.kv_cache.decode``.
     batch : int, optional
         Number of sequences decoded together, at least 0. Default 1.
 
@@ -298,15 +276,10 @@ def decode_multiply_adds(t: int, d_model: int, d_k: int, d_v: int, strategy: str
 def sequential_operations(kind: str, n: int) -> int:
     """Operations of one layer on ``n`` positions that must run one after another.
 
-    A recurrent layer needs ``n`` (state ``t`` needs state ``t - 1``); every other kind in
-    ``LAYER_KINDS`` computes all positions at once, so 1.
-
     Parameters
     ----------
-    kind : str
-        One of ``LAYER_KINDS``.
-    n : int
-        Number of positions, at least 1.
+    kind, n
+        One of ``LAYER_KINDS``; the number of positions, at least 1.
 
     Returns
     -------
@@ -336,12 +309,8 @@ def path_length(kind: str, distance: int, reach: int | None = None) -> int:
 
         \text{dilated convolutional: the smallest } L \ge 1 \text{ with } (r + 1)^L > D.
 
-    The recurrent layer reads the input at one step and carries it through ``D`` more. A causal
-    convolution of kernel width ``k`` bridges ``r = k - 1`` positions, a centred one of width
-    ``2r + 1`` bridges ``r`` on each side, and restricted self-attention with a band of
-    ``window`` bridges ``r = window``. A dilated stack of kernel width ``k = r + 1`` and dilations
-    ``1, k, k^2, ...`` reaches ``k^L - 1`` positions with ``L`` layers, hence ``ceil(log_k (D + 1))``.
-    On a sequence of ``n`` positions, the longest path has ``D = n - 1``.
+    A causal convolution of width ``k`` bridges ``r = k - 1``, a centred one of width ``2r + 1`` bridges
+    ``r``, a band of ``window`` bridges ``r = window``; dilations ``1, k, k^2, ...`` reach ``k^L - 1``.
 
     Parameters
     ----------

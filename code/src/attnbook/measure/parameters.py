@@ -21,9 +21,6 @@ def self_attention_parameter_count(d_model: int, d_k: int, d_v: int | None = Non
     .. math:: \underbrace{d_{model} (2 d_k + d_v)}_{W_Q,\, W_K,\, W_V}
               \; + \; \underbrace{2 d_k + d_v}_{\text{biases, if any}}
 
-    The count does not depend on the number of positions ``n``: the same three matrices are
-    applied to every position.
-
     Parameters
     ----------
     d_model, d_k : int
@@ -61,15 +58,10 @@ def count_multi_head_parameters(d_model: int, n_heads: int, bias: bool = True) -
 
     .. math:: \underbrace{4 d_{model}^2}_{W_Q,\, W_K,\, W_V,\, W_O} + \underbrace{4 d_{model}}_{\text{biases}}
 
-    Each of the ``h`` heads projects to ``d_model / h`` dimensions, so the heads together use
-    exactly the parameters of one full-width head.
-
     Parameters
     ----------
-    d_model : int
-        Width of the tokens, at least 1.
-    n_heads : int
-        Number of heads, at least 1, dividing ``d_model``.
+    d_model, n_heads : int
+        As in :func:`attnbook.multi_head_attention`.
     bias : bool, optional
         Count the four bias vectors. Default True.
 
@@ -108,8 +100,6 @@ def transformer_parameter_count(d_model: int, d_ff: int, n_heads: int, n_layers:
         \text{total} = n_{enc} (A + F + 2N) + n_{dec} (2A + F + 3N) + \text{embeddings} + \text{output}.
 
     One shared embedding matrix has ``V d`` numbers; an untied output layer adds ``V d + V``.
-    Sinusoidal positional encodings have no parameters. With the sizes of Table 3 of Vaswani et al.
-    (2017) and a shared vocabulary of 37,000 tokens, the base model comes to about 63 M.
 
     Parameters
     ----------
@@ -119,8 +109,7 @@ def transformer_parameter_count(d_model: int, d_ff: int, n_heads: int, n_layers:
     n_decoder_layers : int or None, optional
         Number of decoder layers; defaults to ``n_layers``.
     shared_embeddings : bool, optional
-        One embedding matrix for source and target tokens (default True), as in the paper's shared
-        byte-pair vocabulary.
+        One embedding matrix for source and target tokens (default True).
     tied_output : bool, optional
         The pre-softmax projection reuses the embedding matrix (default True).
 
@@ -180,9 +169,6 @@ def kv_cache_bytes(n_tokens: int, n_layers: int, n_heads: int, d_head: int, item
     .. math:: 2 \cdot \text{batch} \cdot n_{layers} \cdot n_{kv} \cdot n_{tokens} \cdot d_{head}
               \cdot \text{itemsize}
 
-    Only the key and value heads are cached: :math:`n_{kv} = h` in multi-head attention, fewer in
-    grouped-query attention, 1 in multi-query attention.
-
     Parameters
     ----------
     n_tokens : int
@@ -194,7 +180,7 @@ def kv_cache_bytes(n_tokens: int, n_layers: int, n_heads: int, d_head: int, item
     batch : int, optional
         Sequences held, at least 1. Default 1.
     n_kv_heads : int, optional
-        Key and value heads per layer, dividing ``n_heads``; default ``n_heads``.
+        As in :func:`attnbook.multi_head_attention`.
 
     Returns
     -------
@@ -236,10 +222,8 @@ def decoder_block_parameter_count(d_model: int, d_ff: int, n_heads: int, n_kv_he
     ----------
     d_model, d_ff : int
         Model width and hidden width of the feed-forward network, each at least 1.
-    n_heads : int
-        Query heads, dividing ``d_model``.
-    n_kv_heads : int, optional
-        Key and value heads, dividing ``n_heads``; default ``n_heads``.
+    n_heads, n_kv_heads : int
+        As in :func:`attnbook.multi_head_attention`.
     gated : bool, optional
         A SwiGLU network with three matrices (default) or a two-matrix one.
 

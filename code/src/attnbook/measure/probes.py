@@ -1,19 +1,7 @@
 r"""Probes: run a computation, nudge its input, and measure which outputs respond and how strongly.
 
-The chapters back every claim about *what depends on what* with a measurement, and this module
-holds the instruments:
-
-- ``perturbation_effect``: move one input position and see how far each output moves;
-- ``dependency_reach`` and ``steps_to_reach``: the same after every layer or step of a recurrence,
-  to measure the path length that ``attnbook.measure.counts.path_length`` states in closed form;
-- ``numerical_jacobian``: central finite differences of any array function, and
-  ``influence_matrix``, the norm of each (output position, input position) block of it;
-- ``rnn_state_jacobians``: the exact Jacobians of a tanh RNN's states with respect to one input;
-- ``dot_product_variance``: the spread of the scores ``q . k`` over random queries and keys.
-
-The last one probes a distribution rather than a single input. It belongs here for the same reason
-as the others: it runs the computation on chosen inputs and measures what comes out, to check an
-analytic claim (``Var(q . k) = d_k``) instead of stating it.
+Perturbations and their reach per layer (the path length ``attnbook.measure.counts.path_length`` states),
+finite-difference Jacobians and influence matrices, exact RNN state Jacobians, the variance of ``q . k``.
 
 Examples
 --------
@@ -115,21 +103,18 @@ def dependency_reach(run: Callable, x, n_steps: int, source: int = 0, delta: flo
     """Which outputs depend on input ``source`` after each of ``n_steps`` layers or steps.
 
     Entry ``[s - 1, t]`` is True when moving input ``source`` by ``delta`` moves output ``t`` of
-    ``run(x, s)`` by more than ``tol`` (see ``perturbation_effect``).
+    ``run(x, s)`` by more than ``tol``.
 
     Parameters
     ----------
     run : callable
-        ``run(x, s)`` returns the outputs ``(n, d_out)`` after ``s`` steps (layers, or steps of a
-        recurrence; positions not yet computed may be zeros).
+        ``run(x, s)`` returns the outputs ``(n, d_out)`` after ``s`` steps (layers, or steps of a recurrence).
     x : array_like, shape (n, d)
         The sequence at which to probe.
     n_steps : int
         How many steps to probe, at least 1.
-    source : int, optional
-        The input position moved. Default 0.
-    delta : float, optional
-        How far it moves. Default 1.
+    source, delta : optional
+        As in :func:`perturbation_effect`.
     tol : float, optional
         The smallest change that counts as a dependence. Default ``1e-12``.
 
@@ -188,9 +173,6 @@ def numerical_jacobian(func: Callable[[np.ndarray], np.ndarray], x, eps: float =
 
     .. math:: J[\dots, m] = \frac{f(x + \varepsilon e_m) - f(x - \varepsilon e_m)}{2 \varepsilon}
 
-    The error is of order ``eps**2`` times the third derivative, plus rounding of order
-    ``1e-16 / eps``, so entries below about ``1e-9`` are not resolved.
-
     Parameters
     ----------
     func : callable
@@ -248,19 +230,16 @@ def influence_matrix(layer, x, eps: float = 1e-6) -> np.ndarray:
 
     .. math:: M_{ij} = \Big\lVert \frac{\partial y_i}{\partial x_j} \Big\rVert_F
 
-    the Frobenius norm of the ``(d_out, d_in)`` block of the Jacobian, estimated by
-    ``numerical_jacobian``. An entry is exactly 0 when moving input ``j`` leaves output ``i``
-    bit-for-bit unchanged: full for self-attention, lower triangular for a causal layer.
+    the Frobenius norm of the ``(d_out, d_in)`` block of the Jacobian (:func:`numerical_jacobian`).
 
     Parameters
     ----------
     layer : callable
-        Maps a sequence ``(n, d_in)`` to a sequence ``(n_out, d_out)``; a function returning
-        ``(output, weights)``, like the attention functions, is accepted too.
+        Maps a sequence ``(n, d_in)`` to a sequence ``(n_out, d_out)``, or to ``(output, weights)``.
     x : array_like, shape (n, d_in)
         The sequence at which to probe.
     eps : float, optional
-        The finite-difference step. Default ``1e-6``.
+        As in :func:`numerical_jacobian`.
 
     Returns
     -------
@@ -307,14 +286,12 @@ def rnn_state_jacobians(x, w_x, w_h, b, source: int = 0, h_0=None) -> np.ndarray
 
     Parameters
     ----------
-    x : array_like, shape (n, d_in)
-        One sequence.
-    w_x, w_h, b : array_like, shapes (d_in, d_h), (d_h, d_h), (d_h,)
-        The weights of the RNN.
+    x, w_x, w_h, b
+        As in :func:`attnbook.rnn_forward`, one sequence ``(n, d_in)``.
     source : int, optional
         The input position differentiated against. Default 0.
-    h_0 : array_like, shape (d_h,), optional
-        The initial state; zeros by default.
+    h_0 : optional
+        As in :func:`attnbook.rnn_forward`.
 
     Returns
     -------
@@ -353,14 +330,10 @@ class DotProductVariance(NamedTuple):
 
     Attributes
     ----------
-    raw : float
-        Sample variance of ``q . k`` (about ``d_k`` for standard normal entries).
-    scaled : float
-        Sample variance of ``q . k / sqrt(d_k)`` (about 1).
-    d_k : int
-        The width of ``q`` and ``k``.
-    n_samples : int
-        How many ``(q, k)`` pairs were drawn.
+    raw, scaled : float
+        Sample variances of ``q . k`` (about ``d_k``) and of ``q . k / sqrt(d_k)`` (about 1).
+    d_k, n_samples : int
+        As in :func:`dot_product_variance`.
 
     Examples
     --------
@@ -382,8 +355,7 @@ def dot_product_variance(d_k: int, n_samples: int = 200_000, seed: int = 0) -> D
 
     .. math:: \mathrm{Var}(q \cdot k) = d_k, \qquad \mathrm{Var}\big(q \cdot k / \sqrt{d_k}\big) = 1,
 
-    the argument behind the ``1 / sqrt(d_k)`` of scaled dot-product attention. This function
-    measures both on ``n_samples`` pairs.
+    the argument behind the ``1 / sqrt(d_k)`` of scaled dot-product attention, measured here.
 
     Parameters
     ----------

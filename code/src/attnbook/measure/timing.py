@@ -1,12 +1,7 @@
 r"""Timing: one timer built on ``timeit``, the slope of a log-log fit, and the benchmark's stored figures.
 
-- ``time_calls`` times several zero-argument calls, interleaved round by round, on the processor
-  clock or the wall clock; ``time_layers`` uses it to time the book's sequence layers over a range
-  of sizes;
-- ``loglog_slope`` fits the exponent ``p`` of ``t ~ c n^p`` to such timings (or to counts);
-- ``load_benchmark_results`` reads the figures of the efficient-attention benchmark
-  (``make bench``), which ship inside the package so that the chapter "Efficient attention" can
-  show them wherever it runs: in the book's build, on Binder, on Colab and in JupyterLite.
+:func:`time_calls` (and :func:`time_layers` with it), :func:`loglog_slope`; the figures of ``make bench``
+ship in the package (:func:`load_benchmark_results`) so the chapters show them wherever they run.
 
 Examples
 --------
@@ -49,9 +44,8 @@ __all__ = [
 def processor_clock(platform: str = sys.platform) -> Callable[[], float]:
     """The processor time of this process, all its threads together (``time.process_time``).
 
-    In a browser (Pyodide, as in JupyterLite: ``sys.platform == "emscripten"``) that clock stays at 0;
-    there Python runs in the one thread of its web worker, and elapsed time (``time.perf_counter``) is
-    the measure of the work it does, so that is the clock returned.
+    In a browser (Pyodide: ``sys.platform == "emscripten"``) that clock stays at 0, so elapsed time
+    (``time.perf_counter``), the one thread's work there, is returned.
 
     Parameters
     ----------
@@ -90,17 +84,10 @@ def time_calls(calls: Sequence[Callable[[], object]], repeats: int = 7, warmup: 
                statistic: str = "min", clock: str = "cpu") -> np.ndarray:
     r"""Seconds taken by each of several zero-argument calls: one ``timeit`` measurement per call and round.
 
-    Each of ``repeats`` rounds times every call once (``timeit.Timer(call, timer=clock).timeit(1)``,
-    with garbage collection paused, as ``timeit`` does), so that a burst of activity from another
-    process slows a few calls of several sizes rather than every call of one size, which would bend
-    a fitted slope. Each call then keeps the ``statistic`` of its times:
+    Each of ``repeats`` rounds times every call once (``timeit``, garbage collection paused), so a
+    burst of other activity slows a few calls of several sizes, not one size; each call keeps
 
     .. math:: t_i = \min_r t_{r,i} \quad\text{or}\quad t_i = \operatorname{median}_r t_{r,i}.
-
-    The minimum is the call least disturbed, since interference only ever adds time; the median
-    resists the occasional slow call. ``clock="cpu"`` (the default) measures the work done by this
-    process, which other programs sharing the processor do not inflate; ``clock="wall"`` measures
-    elapsed time, which they do. Timings still vary from run to run and machine to machine.
 
     Parameters
     ----------
@@ -172,24 +159,15 @@ def time_layers(kind: str, shapes, repeats: int = 7, seed: int = 0, statistic: s
                 clock: str = "cpu") -> np.ndarray:
     """Seconds of one forward pass of a sequence layer for each ``(n, d)`` in ``shapes``.
 
-    ``kind`` is ``"self-attention"`` (``attnbook.self_attention`` with three ``(d, d)``
-    projections), ``"attention core"`` (``attnbook.scaled_dot_product_attention`` on given
-    ``(n, d)`` queries, keys and values) or ``"recurrent"`` (``attnbook.rnn_forward`` with
-    ``d_in = d_h = d``), on a random sequence seeded by ``seed``. The calls are timed by
-    ``time_calls``, interleaved across the shapes.
-
     Parameters
     ----------
     kind : str
-        One of ``TIMED_LAYERS``.
+        One of ``TIMED_LAYERS``: ``attnbook.self_attention`` with ``(d, d)`` projections, the
+        ``"attention core"`` (``scaled_dot_product_attention``), ``attnbook.rnn_forward``.
     shapes : sequence of (int, int)
         The sizes ``(n, d)`` to time; at least one.
-    repeats : int, optional
-        Timed rounds. Default 7.
-    seed : int, optional
-        Seed of the random inputs. Default 0.
-    statistic, clock : str, optional
-        As for ``time_calls``; default the fastest call on the processor clock.
+    repeats, seed, statistic, clock : optional
+        As in :func:`time_calls`; ``seed`` seeds the random inputs.
 
     Returns
     -------

@@ -1,10 +1,6 @@
 """Byte-pair encoding trained from scratch, and the character and word tokenisers it is compared with.
 
-Text is first split into words (:data:`PATTERN`: a run of letters, digits or punctuation with the space
-before it, or a run of spaces), each word is written as its UTF-8 bytes, ids 0 to 255, and training
-repeats one step: join the most frequent adjacent pair of tokens into a new token (Sennrich et al.,
-2016, after Gage's compression of 1994). Merges never cross a word boundary. Encoding applies the
-merges in the order they were learned, so every string, seen in training or not, round-trips.
+Sennrich et al. (2016), after Gage (1994): :func:`train_bpe` learns the merges, :func:`encode_bpe` applies them.
 
 >>> bpe = train_bpe("low lower lowest", 3)
 >>> [bpe.vocab[token] for token in encode_bpe(" lowest", bpe)]
@@ -116,12 +112,8 @@ def merge_pair(ids, pair, new_id) -> list[int]:
 
     Parameters
     ----------
-    ids : sequence of int
-        Token ids.
-    pair : tuple of (int, int)
-        The adjacent pair to join.
-    new_id : int
-        The id of the joined token.
+    ids, pair, new_id
+        Token ids; the adjacent pair ``(a, b)`` to join; the id ``t`` of the joined token.
 
     Returns
     -------
@@ -157,10 +149,8 @@ def pair_counts(ids, vocab_size) -> np.ndarray:
 
     Parameters
     ----------
-    ids : sequence of int
-        Token ids, each below ``vocab_size``.
-    vocab_size : int
-        The number of tokens V.
+    ids, vocab_size
+        Token ids, each below ``vocab_size``; the number of tokens V.
 
     Returns
     -------
@@ -187,9 +177,7 @@ def train_bpe(text, n_merges) -> BPE:
     .. math:: c(a, b) = \sum_{w} \operatorname{count}(w)\, \#\{\text{positions of } (a, b) \text{ in } w\}
 
     over the distinct words ``w``, the smallest ids ``(a, b)`` among equal counts, and joins it in every word
-    into token ``256 + i``. Only the words holding the pair are recounted, and a heap keeps the counts in order
-    (an entry whose count has fallen since it was pushed is put back with its count when it comes up).
-    Training stops early when no pair is left.
+    into token ``256 + i``; only the words holding the pair are recounted (a heap keeps the counts in order).
 
     Parameters
     ----------
@@ -299,10 +287,8 @@ def decode_bpe(ids, bpe) -> str:
 
     Parameters
     ----------
-    ids : sequence of int
-        Token ids of ``bpe``.
-    bpe : BPE
-        The trained encoding.
+    ids, bpe
+        Token ids of ``bpe``; as in :func:`encode_bpe`.
 
     Returns
     -------
@@ -410,10 +396,8 @@ def to_ids(tokens, vocabulary) -> list[int]:
 
     Parameters
     ----------
-    tokens : sequence of str
-        Tokens.
-    vocabulary : dict
-        From :func:`token_vocabulary`.
+    tokens, vocabulary
+        Tokens; the vocabulary of :func:`token_vocabulary`.
 
     Returns
     -------

@@ -1,13 +1,8 @@
 """A character n-gram model with add-k smoothing: the baseline a language model has to beat.
 
-An order-``n`` model predicts a character from the ``n - 1`` before it by counting, in the training
-text, how often each character followed that context, plus ``k`` for every character (Lidstone's
-add-k smoothing; add-one is Laplace's):
-
 .. math:: p(c \\mid h) = \\frac{N(h, c) + k}{N(h) + k V}
 
-A context never seen gets the uniform ``1 / V``. Jurafsky and Martin (*Speech and Language Processing*,
-chapter 3) is the textbook account.
+with ``h`` the ``n - 1`` characters before (Lidstone's add-k smoothing); an unseen context gets ``1 / V``.
 
 >>> model = fit_ngram(np.array([0, 1, 0, 1, 0, 1]), order=2, vocab_size=2, k=0.5)
 >>> round(float(ngram_probability(model, [0], 1)), 4)                   # 3 of 3 zeros were followed by 1
@@ -86,10 +81,8 @@ def fit_ngram(tokens, order: int, vocab_size: int, k: float = 0.01) -> NGramMode
     ----------
     tokens : array_like of int
         ``(N,)`` the training text as ids in ``0 .. V - 1``.
-    order : int
-        ``n`` (1 counts characters alone).
-    vocab_size : int
-        ``V``.
+    order, vocab_size : int
+        ``n`` (1 counts characters alone) and ``V``, as in :class:`NGramModel`.
     k : float, optional
         The added count (positive). Default ``0.01``.
 
@@ -139,12 +132,8 @@ def ngram_probability(model: NGramModel, context, character: int) -> float:
 
     Parameters
     ----------
-    model : NGramModel
-        A fitted model.
-    context : array_like of int
-        At least ``order - 1`` ids.
-    character : int
-        An id.
+    model, context, character
+        A fitted model; at least ``order - 1`` ids; an id.
 
     Returns
     -------
