@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import check_positive_int
-from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements
+from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements, probe_tokens
 from .analysis.seq2seq import cross_attention_alignment, time_decoding
 from .analysis.seq2seq_decoder import exact_matches
 from .analysis.vit import position_similarity, similarity_by_distance
@@ -54,7 +54,7 @@ def _vit(seed: int, progress: bool, n_steps: int | None) -> tuple:
 def _induction(seed: int, progress: bool, n_steps: int | None) -> tuple:
     config = induction.InductionConfig()
     total = config.n_steps if n_steps is None else check_positive_int(n_steps, "n_steps")
-    probe, checkpoints = induction.probe_tokens(config), {"step": []}
+    probe, checkpoints = probe_tokens(config), {"step": []}
 
     def checkpoint(step: int, params) -> None:  # the probe's measurements, every config.every steps
         checkpoints["step"].append(step)
