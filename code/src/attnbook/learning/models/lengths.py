@@ -39,18 +39,8 @@ from ..gradients import backpropagate, entropy, entropy_grads, linear_grads
 from ..tasks import draw_recency, recency_batch
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "POSITION_SCHEMES",
-    "LengthConfig",
-    "LengthForward",
-    "LengthModel",
-    "LengthRun",
-    "length_model_accuracy",
-    "length_model_loss_and_gradients",
-    "recency_batch",
-    "train_length_model",
-]
+__all__ = ["MODEL", "POSITION_SCHEMES", "LengthConfig", "LengthForward", "LengthModel", "LengthRun",
+           "length_model_accuracy", "length_model_loss_and_gradients", "recency_batch", "train_length_model"]
 
 POSITION_SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
 
@@ -89,14 +79,9 @@ class LengthModel(NamedTuple):
 
     Attributes
     ----------
-    embed : ndarray
-        ``(V, d)`` token embeddings.
-    table : ndarray
-        ``(trained_length, d)`` learned position vectors; zeros (and untouched) except for "learned".
-    w_q, w_k, w_v : ndarray
-        ``(d, d)`` projections, split into heads after the product.
-    w_o : ndarray
-        ``(d, V)`` read-out to one logit per token.
+    embed, table, w_q, w_k, w_v, w_o : ndarray
+        ``(V, d)`` token embeddings; ``(trained_length, d)`` learned position vectors (zeros, and untouched,
+        but for "learned"); ``(d, d)`` projections, split into heads after the product; ``(d, V)`` read-out.
 
     Examples
     --------
@@ -117,16 +102,9 @@ class LengthRun(NamedTuple):
 
     Attributes
     ----------
-    params : LengthModel
-        The trained parameters.
-    losses : ndarray
-        ``(n_steps,)`` training loss per step.
-    scheme : str
-        The position scheme.
-    n_heads : int
-        Number of heads.
-    trained_length : int
-        The sequence length of training.
+    params, losses, scheme, n_heads, trained_length
+        The trained parameters, the ``(n_steps,)`` loss per step, and the settings of
+        :func:`train_length_model`.
 
     Examples
     --------
@@ -324,14 +302,8 @@ def length_model_accuracy(params: LengthModel, tokens, targets, scheme: str, n_h
 
     Parameters
     ----------
-    params : LengthModel
-        Trained parameters.
-    tokens, targets : array_like of int
-        ``(batch, n)``; ``n`` may exceed the trained length (not for "learned").
-    scheme : str
-        The scheme the model was trained with.
-    n_heads : int
-        Number of heads.
+    params, tokens, targets, scheme, n_heads
+        As in :func:`length_model_loss_and_gradients`; ``n`` may exceed the trained length (not for "learned").
     frequencies : array_like, optional
         ``(d_head / 2,)`` RoPE frequencies to use instead of the trained ones (a context extension,
         see :func:`attnbook.positional.rotary_frequencies`); "rotary" only.
@@ -384,7 +356,7 @@ def _init(config: LengthConfig, seed: int) -> LengthModel:
 MODEL = scaffold.Model(
     name="", config=LengthConfig, init=_init,
     forward=lambda params, batch, c: taped(params, batch[0], c.scheme, c.n_heads),
-    loss=lambda logits, batch, c: (entropy(logits, batch[1]), entropy_grads(logits, batch[1])),
+    loss=lambda logits, batch, c: scaffold.entropy_loss(logits, batch[1]),
     batch=lambda rng, c: draw_recency(rng, c.batch_size, c.trained_length, c.n_symbols, float(c.p_signal)),
     evaluate=lambda params, c: {"accuracy": length_model_accuracy(
         params, *recency_batch(64, c.trained_length, c.n_symbols, c.p_signal, seed=12345), c.scheme, c.n_heads)},

@@ -32,17 +32,8 @@ from ..gradients import backpropagate, entropy, entropy_grads, linear_grads
 from ..tasks import RecallBatch, associative_recall_batch
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "RecallConfig",
-    "RecallForward",
-    "RecallGradients",
-    "RecallParameters",
-    "init_recall_model",
-    "recall_accuracy",
-    "recall_forward",
-    "recall_loss_and_gradients",
-]
+__all__ = ["MODEL", "RecallConfig", "RecallForward", "RecallGradients", "RecallParameters", "init_recall_model",
+           "recall_accuracy", "recall_forward", "recall_loss_and_gradients"]
 
 
 class RecallConfig(NamedTuple):
@@ -88,14 +79,9 @@ class RecallParameters(NamedTuple):
 
     Attributes
     ----------
-    w_q : ndarray
-        ``(d_in, d_k)`` query projection.
-    w_k : ndarray
-        ``(d_in, d_k)`` key projection.
-    w_v : ndarray
-        ``(d_in, d_v)`` value projection.
-    w_o : ndarray
-        ``(d_v, n_values)`` read-out to one logit per value symbol.
+    w_q, w_k, w_v, w_o : ndarray
+        The query, key and value projections ``(d_in, d_k)``, ``(d_in, d_k)``, ``(d_in, d_v)``, and the
+        read-out ``(d_v, n_values)`` to one logit per value symbol.
 
     Examples
     --------
@@ -114,18 +100,9 @@ class RecallForward(NamedTuple):
 
     Attributes
     ----------
-    logits : ndarray
-        ``(batch, n_queries, n_values)`` one score per value symbol.
-    weights : ndarray
-        ``(batch, n_heads, n_queries, n_pairs)`` attention weights of each head over the pairs.
-    q : ndarray
-        ``(batch, n_heads, n_queries, d_k / n_heads)`` the queries, split into heads.
-    k : ndarray
-        ``(batch, n_heads, n_pairs, d_k / n_heads)`` the keys, split into heads.
-    v : ndarray
-        ``(batch, n_heads, n_pairs, d_v / n_heads)`` the values, split into heads.
-    attended : ndarray
-        ``(batch, n_queries, d_v)`` the heads' outputs, concatenated.
+    logits, weights, q, k, v, attended : ndarray
+        One score per value symbol, each head's attention weights over the pairs, the queries, keys and
+        values split into heads, and the heads' outputs concatenated (shapes as commented below).
 
     Examples
     --------
@@ -148,14 +125,8 @@ class RecallGradients(NamedTuple):
 
     Attributes
     ----------
-    loss : float
-        Mean cross-entropy of the batch.
-    grads : RecallParameters
-        dL/dW for every parameter, shaped like it.
-    forward : RecallForward
-        The forward pass the gradients were computed from.
-    score_grads : ndarray
-        ``(batch, n_heads, n_queries, n_pairs)`` dL/dS for the scaled scores.
+    loss, grads, forward, score_grads
+        As commented below.
 
     Examples
     --------
@@ -366,7 +337,7 @@ def _forward(params, batch, config: RecallConfig) -> tuple:
 
 MODEL = scaffold.Model(
     name="", config=RecallConfig, init=_init, forward=_forward,
-    loss=lambda logits, batch, config: (entropy(logits, batch.targets), entropy_grads(logits, batch.targets)),
+    loss=lambda logits, batch, config: scaffold.entropy_loss(logits, batch.targets),
     batch=lambda rng, c: associative_recall_batch(c.batch_size, c.n_pairs, c.n_keys, c.n_values, seed=rng),
     evaluate=lambda params, c: {"accuracy": recall_accuracy(params, associative_recall_batch(
         256, c.n_pairs, c.n_keys, c.n_values, seed=12345), c.n_heads, c.scaled)},

@@ -31,7 +31,7 @@ import numpy as np
 from ...positional import sinusoidal_encoding
 from ...transformer import DecoderLayerWeights, EncoderLayerWeights, init_decoder_layer, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Dims, Stack, check_weights
+from ...validation import Array, Stack, check_weights
 from ..gradients import token_entropy
 from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import PAD, Seq2SeqBatch, check_tokens, draw_reversal, reversal_batch
@@ -147,10 +147,8 @@ def check_params(params, config: ReversalConfig) -> tuple:
 
     Parameters
     ----------
-    params : ReversalParameters
-        The model.
-    config : ReversalConfig
-        Its configuration.
+    params, config
+        As in :func:`reversal_forward`.
 
     Returns
     -------
@@ -165,10 +163,8 @@ def check_params(params, config: ReversalConfig) -> tuple:
     TypeError: params must be ReversalParameters, got tuple
     """
     config = _check_config(config)
-    dims = Dims(vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"),
-                **{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}")
-                   for name in ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers")})
-    dims.alias("d_kv", "d_model")
+    dims = scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+                                vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"))
     return check_weights(params, ReversalParameters, "params", dims), config
 
 
@@ -442,12 +438,12 @@ MODEL = scaffold.Model(
 
 
 def load_reversal(directory=None) -> TrainedReversal:
-    """The stored reversal model (``data/trained/reversal.npz``) with its configuration and record.
+    """The stored reversal model (``data/trained/reversal.npz``); see :func:`attnbook.learning.models.scaffold.load`.
 
     Parameters
     ----------
     directory : str or Path, optional
-        Another folder of trained models; see :func:`attnbook.learning.models.scaffold.load`.
+        Another folder of trained models.
 
     Returns
     -------

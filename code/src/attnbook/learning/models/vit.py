@@ -29,23 +29,14 @@ import numpy as np
 
 from ...transformer import EncoderLayerWeights, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Dims, Stack, as_float_array, check_weights
+from ...validation import Array, Stack, as_float_array, check_weights
 from ..gradients import linear_grads, token_entropy
 from ..layers import encoder_layer_vjp
 from ..digits import GREY_LEVELS, image_patches, load_digits_split, shifted
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "ViTConfig",
-    "ViTOutput",
-    "ViTParams",
-    "init_vit",
-    "load_vit",
-    "vit_accuracy",
-    "vit_forward",
-    "vit_loss_and_gradients",
-]
+__all__ = ["MODEL", "ViTConfig", "ViTOutput", "ViTParams", "init_vit", "load_vit", "vit_accuracy", "vit_forward",
+           "vit_loss_and_gradients"]
 
 
 class ViTConfig(NamedTuple):
@@ -154,13 +145,11 @@ def _check_config(config) -> ViTConfig:
 
 def _check_params(params, config) -> tuple[ViTParams, ViTConfig]:
     config = _check_config(config)
-    d = config.d_model
     n_tokens = (config.image_side // config.patch) ** 2 + 1
-    dims = Dims(patch_area=(config.patch ** 2, f"config.patch = {config.patch} gives {config.patch ** 2} pixels a patch"),
-                n_tokens=(n_tokens, f"config.image_side and config.patch give {n_tokens} tokens"),
-                **{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}")
-                   for name in ("d_model", "n_layers", "d_ff", "n_classes")})
-    dims.alias("d_kv", "d_model")
+    dims = scaffold.config_dims(
+        config, ("d_model", "n_layers", "d_ff", "n_classes"),
+        patch_area=(config.patch ** 2, f"config.patch = {config.patch} gives {config.patch ** 2} pixels a patch"),
+        n_tokens=(n_tokens, f"config.image_side and config.patch give {n_tokens} tokens"))
     return check_weights(params, ViTParams, "params", dims), config
 
 
@@ -410,20 +399,17 @@ MODEL = scaffold.Model(
 
 
 def load_vit(directory=None) -> tuple[ViTParams, ViTConfig, dict]:
-    """The trained Vision Transformer shipped with the package: ``params, config, record = load_vit()``.
-
-    .. math:: \\texttt{digits\\_vit.npz}, \\texttt{digits\\_vit.json} \\mapsto (\\theta, \\text{config}, \\text{record})
+    """The stored Vision Transformer: ``(params, config, record)``; see :func:`attnbook.learning.models.scaffold.load`.
 
     Parameters
     ----------
     directory : str or Path, optional
-        Another folder of trained models; default the package's ``data/trained``.
+        Another folder of trained models.
 
     Returns
     -------
     tuple
-        ``(params, config, record)``: :class:`ViTParams`, the :class:`ViTConfig` it was trained with
-        and the training record (loss curve, metrics, seconds).
+        ``(params, config, record)``.
 
     Examples
     --------
