@@ -28,7 +28,7 @@ import numpy as np
 from ...attention import scaled_dot_product_attention
 from ...multihead import merge_heads, split_heads
 from ...validation import Array, Dims, check_bool, check_positive_int, check_seed, check_weights
-from ..gradients import backpropagate, entropy, entropy_grads, linear_grads
+from ..gradients import backpropagate, linear_grads
 from ..tasks import RecallBatch, associative_recall_batch
 from . import scaffold
 
@@ -154,14 +154,10 @@ def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: in
 
     Parameters
     ----------
-    n_keys, n_values : int
-        Vocabulary sizes (``d_in = n_keys + n_values``).
-    d_k, d_v : int
-        Widths of queries/keys and of values.
-    seed : int or numpy Generator
-        The random source.
-    init_std : float
-        Standard deviation ``sigma`` of the projections.
+    n_keys, n_values, d_k, d_v : int
+        Vocabulary sizes (``d_in = n_keys + n_values``), and the widths of queries/keys and of values.
+    seed, init_std
+        The random source (an int or a numpy Generator), and the standard deviation ``sigma``.
 
     Returns
     -------
@@ -174,10 +170,8 @@ def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: in
     >>> p.w_q.shape, p.w_v.shape, p.w_o.shape
     ((8, 4), (8, 6), (6, 3))
     """
-    n_keys = check_positive_int(n_keys, "n_keys")
-    n_values = check_positive_int(n_values, "n_values")
-    d_k = check_positive_int(d_k, "d_k")
-    d_v = check_positive_int(d_v, "d_v")
+    n_keys, n_values, d_k, d_v = (check_positive_int(value, name) for value, name in
+                                  ((n_keys, "n_keys"), (n_values, "n_values"), (d_k, "d_k"), (d_v, "d_v")))
     if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std > 0:
         raise ValueError(f"init_std must be a positive number, got {init_std!r}")
     rng = check_seed(seed)
@@ -240,14 +234,9 @@ def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 
 
     Parameters
     ----------
-    params : RecallParameters
-        The model.
-    batch : RecallBatch
-        The problems.
-    n_heads : int
-        Heads; must divide ``d_k`` and ``d_v``.
-    scaled : bool
-        Divide the scores by ``sqrt(d_head)``; False drops the factor.
+    params, batch, n_heads, scaled
+        The model; the problems; the heads, which divide ``d_k`` and ``d_v``; divide the scores by
+        ``sqrt(d_head)`` (False drops the factor).
 
     Returns
     -------
@@ -295,8 +284,9 @@ def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_he
     """
     params, batch, n_heads = _checked_model(params, batch, n_heads)
     fwd, back = taped(params, batch, n_heads, _head_scale(params.w_q.shape[1], n_heads, scaled))
-    grads, d_scores = back(entropy_grads(fwd.logits, batch.targets))
-    return RecallGradients(entropy(fwd.logits, batch.targets), grads, fwd, d_scores)
+    loss, d_logits = scaffold.entropy_loss(fwd.logits, batch.targets)
+    grads, d_scores = back(d_logits)
+    return RecallGradients(loss, grads, fwd, d_scores)
 
 
 def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:
