@@ -5,17 +5,23 @@ Usage: python -m tools.train [NAME ...]   (no name: every model in ``MODELS``)
 ``attnbook.learning.trained.train(name, seed, progress) -> (params, record)`` runs each: the parameters
 after the run and a JSON-serialisable record (configuration, seed, loss curve, final metrics, training seconds).
 They are written with :func:`attnbook.learning.store.save_trained` into ``attnbook/data/trained``,
-where the chapters load them. BLAS runs on one thread (set before numpy loads), so a run computes the
-same numbers however many cores the machine has, and a retrained model leaves the stored bytes alone
-when it computes the same weights.
+where the chapters load them. BLAS runs on one thread and, on x86_64, with OpenBLAS's Haswell (AVX2)
+kernels (both set before numpy loads): one thread fixes the order of summation whatever the number of
+cores, and one kernel fixes the rounding whatever the CPU (OpenBLAS otherwise picks its kernels for the
+CPU it finds, and its AVX-512 kernels round differently: on such a machine the same run gave other weights).
+So a retrained model computes the same weights on any x86_64 machine with AVX2, and leaves the stored bytes
+alone (``code/src/attnbook/data/trained/RECORD.md`` says what was measured).
 """
 
 from __future__ import annotations
 
 import os
+import platform
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: one thread, one order of summation
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+if platform.machine().lower() in ("x86_64", "amd64"):
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")  # before numpy: one kernel, one rounding
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
