@@ -397,23 +397,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_induction(directory=None) -> tuple:
-    """The stored induction model: ``(params, config, record)``; see :func:`attnbook.learning.models.scaffold.load`.
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder of trained models; default the package's ``data/trained``.
-
-    Returns
-    -------
-    tuple
-        ``(params, config, record)``.
-
-    Examples
-    --------
-    >>> params, config, record = load_induction()
-    >>> config.vocab_size == params.embedding.shape[0], record["seed"]
-    (True, 0)
-    """
-    return scaffold.load(MODEL, directory)
+load_induction = scaffold.loader(MODEL)  # (params, config, record) of data/trained/induction

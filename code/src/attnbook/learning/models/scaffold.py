@@ -27,7 +27,7 @@ from ..gradients import entropy, entropy_grads
 from ..loop import fit
 from ..store import load_trained, trained_path
 
-__all__ = ["Model", "check_config", "config_dims", "load", "loss_and_gradients", "train"]
+__all__ = ["Model", "check_config", "config_dims", "load", "loader", "loss_and_gradients", "train"]
 
 
 class Model(NamedTuple):
@@ -277,3 +277,35 @@ def load(model: Model, directory=None) -> tuple:
     config = model.config(**json.loads(path.read_text())["config"])  # the template's sizes
     params, record = load_trained(model.name, model.init(config, 0), directory)
     return params, config, record
+
+
+def loader(model: Model, wrap: Callable = tuple) -> Callable:
+    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, its result wrapped.
+
+    .. math:: \texttt{directory} \mapsto \operatorname{wrap}(\operatorname{load}(\text{model}, \texttt{directory}))
+
+    Parameters
+    ----------
+    model : Model
+        The stored model.
+    wrap : callable, optional
+        Applied to ``(params, config, record)`` (a NamedTuple class, say); default ``tuple``.
+
+    Returns
+    -------
+    callable
+        ``load_model(directory=None)``, documented as :func:`load` is.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.induction import MODEL
+    >>> params, config, record = loader(MODEL)()
+    >>> record["seed"], type(config).__name__
+    (0, 'InductionConfig')
+    """
+    def load_model(directory=None):
+        return wrap(load(model, directory))
+
+    load_model.__doc__ = (f"The stored model {model.name!r}, read from ``attnbook/data/trained`` (or ``directory``) by "
+                          f":func:`attnbook.learning.models.scaffold.load`: ``(params, config, record)``.")
+    return load_model

@@ -384,23 +384,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_reversal(directory=None) -> TrainedReversal:
-    """The stored reversal model (``data/trained/reversal.npz``); see :func:`attnbook.learning.models.scaffold.load`.
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder of trained models.
-
-    Returns
-    -------
-    TrainedReversal
-        ``params``, ``config`` and ``record``.
-
-    Examples
-    --------
-    >>> trained = load_reversal()
-    >>> trained.record["metrics"]["accuracy"] >= 0.99, len(trained.params.decoder)
-    (True, 2)
-    """
-    return TrainedReversal(*scaffold.load(MODEL, directory))
+load_reversal = scaffold.loader(MODEL, TrainedReversal._make)  # (params, config, record) of data/trained/reversal

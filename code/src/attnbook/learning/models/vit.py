@@ -366,23 +366,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_vit(directory=None) -> tuple[ViTParams, ViTConfig, dict]:
-    """The stored Vision Transformer: ``(params, config, record)``; see :func:`attnbook.learning.models.scaffold.load`.
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder of trained models.
-
-    Returns
-    -------
-    tuple
-        ``(params, config, record)``.
-
-    Examples
-    --------
-    >>> params, config, record = load_vit()
-    >>> config.d_model, record["metrics"]["test_accuracy"] >= 0.95
-    (32, True)
-    """
-    return scaffold.load(MODEL, directory)
+load_vit = scaffold.loader(MODEL)  # (params, config, record) of data/trained/digits_vit
