@@ -18,7 +18,8 @@ import numpy as np
 
 from ..validation import as_float_array, check_positive_int, check_seed
 
-__all__ = ["DIGITS_FILE", "GREY_LEVELS", "DigitsSplit", "image_patches", "load_digits", "load_digits_split"]
+__all__ = ["DIGITS_FILE", "GREY_LEVELS", "DigitsSplit", "check_digits", "image_patches", "load_digits",
+           "load_digits_split"]
 
 DIGITS_FILE = "digits.npz"
 GREY_LEVELS = 16  # the digits' pixels are counts 0 .. 16 of a 4 x 4 block
@@ -159,3 +160,46 @@ def shifted(images: np.ndarray, rng: np.random.Generator, shift: int) -> np.ndar
     r = (rows[:, None] + index[None, :])[:, :, None]  # (n, H, 1)
     c = (cols[:, None] + index[None, :])[:, None, :]  # (n, 1, W)
     return padded[np.arange(n)[:, None, None], r, c]  # (n, H, W)
+
+
+def check_digits(images, labels=None, side: int = 8, n_classes: int = 10, name: str = "images") -> tuple:
+    """Images of grey levels ``0 .. 16`` and (optionally) one integer label each, or an error saying what is wrong.
+
+    Parameters
+    ----------
+    images : array_like
+        ``(n, side, side)`` grey levels, as :func:`load_digits_split` gives them.
+    labels : array_like of int, optional
+        ``(n,)`` classes ``0 .. n_classes - 1``.
+    side, n_classes : int, optional
+        The images' side and the number of classes.
+    name : str, optional
+        What the errors call the images.
+
+    Returns
+    -------
+    tuple
+        ``(pixels, labels)``: float64 ``(n, side, side)`` and int64 ``(n,)`` (None without ``labels``).
+
+    Examples
+    --------
+    >>> check_digits(np.zeros((2, 8, 8)), [1, 10])
+    Traceback (most recent call last):
+    ...
+    ValueError: labels must lie in 0 .. 9
+    """
+    pixels = as_float_array(images, name)  # (n, H, W)
+    if pixels.ndim != 3 or pixels.shape[1:] != (side, side):
+        raise ValueError(f"{name} has shape {pixels.shape}; expected (n, {side}, {side}) grey levels 0 .. 16")
+    if pixels.size and (pixels.min() < 0 or pixels.max() > GREY_LEVELS):
+        raise ValueError(f"{name} must hold grey levels 0 .. 16 (as load_digits_split gives them), "
+                         f"got values in [{pixels.min():g}, {pixels.max():g}]")
+    if labels is None:
+        return pixels, None
+    labels, n = np.asarray(labels), pixels.shape[0]  # (n,)
+    if labels.shape != (n,) or labels.dtype.kind not in "iu":
+        raise ValueError(f"labels must be ({n},) integers, one per image, got shape {labels.shape} and dtype "
+                         f"{labels.dtype}")
+    if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ValueError(f"labels must lie in 0 .. {n_classes - 1}")
+    return pixels, labels.astype(np.int64)

@@ -27,6 +27,7 @@ __all__ = [
     "InContextLoss",
     "Seq2SeqBatch",
     "alignment_agreement",
+    "check_seq2seq_batch",
     "check_tokens",
     "associative_recall_batch",
     "recency_batch",
@@ -104,6 +105,48 @@ def check_tokens(tokens, name: str, vocab_size: int, real: bool = False) -> np.n
     if real and not np.all((tokens != PAD).any(axis=1)):
         raise ValueError(f"{name} has a row of padding only; every source needs a real token")
     return tokens.astype(np.int64, copy=False)
+
+
+def check_seq2seq_batch(batch, vocab_size: int) -> Seq2SeqBatch:
+    """A :class:`Seq2SeqBatch` whose arrays fit each other, or an error naming the field.
+
+    Parameters
+    ----------
+    batch : Seq2SeqBatch
+        Sources and targets.
+    vocab_size : int
+        The model's vocabulary.
+
+    Returns
+    -------
+    Seq2SeqBatch
+        The batch, its tokens int64.
+
+    Examples
+    --------
+    >>> check_seq2seq_batch((1, 2), 13)
+    Traceback (most recent call last):
+    ...
+    TypeError: batch must be a Seq2SeqBatch (see reversal_batch), got tuple
+    """
+    if not isinstance(batch, Seq2SeqBatch):
+        raise TypeError(f"batch must be a Seq2SeqBatch (see reversal_batch), got {type(batch).__name__}")
+    source = check_tokens(batch.source, "source", vocab_size, real=True)  # (batch, n_src)
+    target_in = check_tokens(batch.target_in, "batch.target_in", vocab_size)  # (batch, n_tgt)
+    target_out = check_tokens(batch.target_out, "batch.target_out", vocab_size)  # (batch, n_tgt)
+    source_mask, target_mask = np.asarray(batch.source_mask), np.asarray(batch.target_mask)  # (batch, n)
+    for name, array, shape in (("target_in", target_in, (source.shape[0], target_in.shape[1])),
+                               ("target_out", target_out, target_in.shape), ("source_mask", source_mask, source.shape),
+                               ("target_mask", target_mask, target_in.shape)):
+        if array.shape != shape:
+            raise ValueError(f"batch.{name} has shape {array.shape}; expected {shape}")
+    if source_mask.dtype != bool or target_mask.dtype != bool:
+        raise TypeError("batch.source_mask and batch.target_mask must be boolean")
+    if not np.array_equal(source_mask, source != PAD):
+        raise ValueError("batch.source_mask must be True exactly on the source's real (non-PAD) tokens")
+    if not target_mask.any():
+        raise ValueError("batch.target_mask is False everywhere; the mean loss of no positions is undefined")
+    return Seq2SeqBatch(source, target_in, target_out, source_mask, target_mask)
 
 
 def reversal_batch(n_sequences: int, n_symbols: int, min_length: int, max_length: int,

@@ -16,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import check_positive_int
-from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements
+from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements, probe_tokens
 from .analysis.seq2seq import cross_attention_alignment, time_decoding
 from .analysis.seq2seq_decoder import exact_matches
 from .analysis.vit import position_similarity, similarity_by_distance
 from ..text.ngram import fit_ngram, ngram_bits_per_character
+from .digits import load_digits_split
 from .models import gpt, induction, scaffold, seq2seq, vit
 
 __all__ = ["STORED", "train"]
@@ -45,6 +46,14 @@ def _reversal(seed: int, progress: bool, n_steps: int | None) -> tuple:
 def _vit(seed: int, progress: bool, n_steps: int | None) -> tuple:
     config = vit.ViTConfig()
     params, record = scaffold.train(vit.MODEL, config, seed, progress, n_steps)
+    split = load_digits_split(config.test_fraction, config.split_seed)
+    predicted = vit.predict(params, vit.to_tokens(split.test_images.astype(np.float64), config), config.n_heads)
+    train_predicted = vit.predict(params, vit.to_tokens(split.train_images.astype(np.float64), config), config.n_heads)
+    wrong = np.flatnonzero(predicted != split.test_labels)  # (n_errors,)
+    record["metrics"].update(train_accuracy=float(np.mean(train_predicted == split.train_labels)),
+                             n_test=int(split.test_labels.size), n_test_errors=int(wrong.size),
+                             errors=[{"index": int(i), "label": int(split.test_labels[i]), "predicted": int(predicted[i])}
+                                     for i in wrong])
     by_distance = similarity_by_distance(position_similarity(params), config.image_side // config.patch)
     record["metrics"].update(position_similarity_by_distance=[float(m) for m in by_distance],
                              final_loss=float(np.mean(record["losses"][-100:])))
@@ -54,7 +63,7 @@ def _vit(seed: int, progress: bool, n_steps: int | None) -> tuple:
 def _induction(seed: int, progress: bool, n_steps: int | None) -> tuple:
     config = induction.InductionConfig()
     total = config.n_steps if n_steps is None else check_positive_int(n_steps, "n_steps")
-    probe, checkpoints = induction.probe_tokens(config), {"step": []}
+    probe, checkpoints = probe_tokens(config), {"step": []}
 
     def checkpoint(step: int, params) -> None:  # the probe's measurements, every config.every steps
         checkpoints["step"].append(step)

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnbook.learning.analysis.induction import ablate_head, emergence_step, half_way_step, head_scores
+from attnbook.learning.analysis.induction import (ablate_head, emergence_step, half_way_step, head_scores,
+                                                  next_token_losses, probe_tokens)
 from attnbook.learning.models.induction import (
     induction_batch,
     induction_forward,
@@ -22,8 +23,6 @@ from attnbook.learning.models.induction import (
     InductionParameters,
     init_induction_model,
     load_induction,
-    next_token_losses,
-    probe_tokens,
 )
 from attnbook.learning.gradcheck import gradient_errors
 from attnbook.learning.analysis.induction import induction_metrics
@@ -143,7 +142,8 @@ def test_loading_and_one_forward_pass_are_fast_and_need_no_training_libraries():
     code = textwrap.dedent("""
         import sys, time
         start = time.perf_counter()
-        from attnbook.learning.models.induction import induction_forward, load_induction, probe_tokens
+        from attnbook.learning.models.induction import induction_forward, load_induction
+        from attnbook.learning.analysis.induction import probe_tokens
         params, config, record = load_induction()
         induction_forward(params, probe_tokens(config)[:, :-1], config)
         seconds = time.perf_counter() - start

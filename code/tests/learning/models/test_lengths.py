@@ -11,8 +11,8 @@ from attnbook.learning.models.lengths import (
     LengthModel,
     POSITION_SCHEMES,
     recency_batch,
-    train_length_model,
 )
+from attnbook.learning.analysis.lengths import train_length_model
 from attnbook.positional import rotary_frequencies
 from attnbook.measure.probes import numerical_jacobian
 

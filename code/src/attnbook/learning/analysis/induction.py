@@ -20,20 +20,21 @@ from typing import NamedTuple
 import numpy as np
 
 from ...validation import check_positive_int
+from ..gradients import log_softmax
 from ..models.induction import (
     InductionConfig,
     InductionParameters,
+    check_config,
     check_params,
+    check_sequences,
     init_induction_model,
     load_induction,
-    probe_tokens,
     taped,
-    token_losses,
 )
 from ..tasks import repeated_sequence_batch
 
 __all__ = ["HALF_LENGTHS", "HeadScores", "ablate_head", "emergence_step", "half_way_step", "head_scores",
-           "induction_metrics"]
+           "induction_metrics", "next_token_losses", "probe_tokens"]
 
 HALF_LENGTHS = (4, 8, 12, 16, 20, 24)  # evaluated after training; 20 and 24 are longer than any training batch
 
@@ -116,6 +117,69 @@ def scores(a: np.ndarray, half_length: int) -> HeadScores:
     induction = a[..., t, t - half_length + 1].mean(axis=(1, 3))  # (layers, heads)
     previous_first_half = a[..., s, s - 1].mean(axis=(1, 3))  # (layers, heads)
     return HeadScores(previous, induction, previous_first_half)
+
+
+def next_token_losses(params: InductionParameters, tokens, config: InductionConfig) -> np.ndarray:
+    r"""The loss of every prediction: ``-log p(x_{t+1} | x_0..t)`` for each sequence and position.
+
+    .. math:: \ell_{b, t} = -\log \operatorname{softmax}(z_{b, t})_{x_{b, t+1}}
+
+    Parameters
+    ----------
+    params, tokens, config
+        As in :func:`attnbook.learning.models.induction.induction_loss_and_gradients`.
+
+    Returns
+    -------
+    ndarray
+        ``(batch, n - 1)``; entry ``t - 1`` is the loss of predicting token ``t``, the layout of
+        :func:`attnbook.learning.tasks.in_context_loss`.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> next_token_losses(init_induction_model(config), np.array([[1, 2, 3, 1]]), config).shape
+    (1, 3)
+    """
+    params, tokens = check_sequences(params, tokens, config)
+    logits = taped(params, tokens[:, :-1], config)[0].logits  # (batch, n - 1, V)
+    return token_losses(logits, tokens[:, 1:])
+
+
+def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Unchecked kernel of :func:`next_token_losses`: ``-log softmax(logits)[target]`` per position.
+
+    >>> token_losses(np.zeros((1, 2, 4)), np.array([[0, 3]])).round(4).tolist()
+    [[1.3863, 1.3863]]
+    """
+    log_p = log_softmax(logits)  # (batch, n, V)
+    return -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (batch, n)
+
+
+def probe_tokens(config: InductionConfig) -> np.ndarray:
+    """The fixed probe batch of the checkpoints: ``probe_size`` sequences of half length ``probe_half_length``.
+
+    .. math:: x \\sim \\texttt{repeated\\_sequence\\_batch}(\\text{probe\\_size}, h_\\text{probe}, V, \\text{seed} = 12345)
+
+    Its seed (12345) is not the training seed, so the probe's sequences are not training batches.
+
+    Parameters
+    ----------
+    config : InductionConfig
+        ``probe_size``, ``probe_half_length`` and ``vocab_size``.
+
+    Returns
+    -------
+    ndarray
+        ``(probe_size, 2 probe_half_length)`` int64.
+
+    Examples
+    --------
+    >>> probe_tokens(InductionConfig(probe_size=4, probe_half_length=5)).shape
+    (4, 10)
+    """
+    config = check_config(config)
+    return repeated_sequence_batch(config.probe_size, config.probe_half_length, config.vocab_size, 12345)
 
 
 def ablate_head(params: InductionParameters, layer: int, head: int, config: InductionConfig) -> InductionParameters:

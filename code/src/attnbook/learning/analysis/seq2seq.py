@@ -21,14 +21,13 @@ from ..decoding import greedy_decode
 from ..models.seq2seq import (
     ReversalConfig,
     ReversalParameters,
-    check_batch,
     check_params,
     held_out_batch,
     init_reversal,
     load_reversal,
     taped,
 )
-from ..tasks import Seq2SeqBatch, reversal_alignment, reversal_batch
+from ..tasks import Seq2SeqBatch, check_seq2seq_batch, reversal_alignment, reversal_batch
 from .seq2seq_decoder import start_decoder
 
 __all__ = ["Alignment", "DecodingSpeed", "cross_attention_alignment", "decoding_speed"]
@@ -113,7 +112,7 @@ def cross_attention_alignment(params: ReversalParameters, batch: Seq2SeqBatch, c
     ((1, 0), True)
     """
     params, config = check_params(params, config)
-    batch = check_batch(batch, config.vocab_size)
+    batch = check_seq2seq_batch(batch, config.vocab_size)
     out = taped(params, batch.source, batch.target_in, config.n_heads)[0]
     return align(out.cross_weights, batch.source_mask.sum(axis=1))
 

@@ -29,8 +29,8 @@ from ...transformer import feed_forward, layer_norm
 from ...validation import check_positive_int
 from ..decoding import greedy_decode
 from ...transformer import decoder_layer, encoder_layer
-from ..models.seq2seq import ReversalConfig, ReversalParameters, check_batch, check_params, load_reversal, positions
-from ..tasks import PAD, Seq2SeqBatch, check_tokens, reversal_batch
+from ..models.seq2seq import ReversalConfig, ReversalParameters, check_params, load_reversal, positions
+from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, reversal_batch
 
 __all__ = ["CachedState", "PrefixState", "ReversalDecoder", "reversal_accuracy", "reversal_decoder"]
 
@@ -384,5 +384,5 @@ def reversal_accuracy(params: ReversalParameters, batch: Seq2SeqBatch, config: R
     1.0
     """
     params, config = check_params(params, config)
-    batch = check_batch(batch, config.vocab_size)
+    batch = check_seq2seq_batch(batch, config.vocab_size)
     return float(exact_matches(params, batch, config.n_heads).mean())

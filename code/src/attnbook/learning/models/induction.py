@@ -32,26 +32,15 @@ import numpy as np
 from ...masks import causal_mask
 from ...positional import sinusoidal_encoding
 from ...transformer import EncoderLayerWeights, init_encoder_layer
-from ...validation import Array, Dims, Stack, check_positive_int, check_weights
-from ..gradients import log_softmax, token_entropy
+from ...validation import Array, Stack, check_positive_int, check_weights
+from ..gradients import token_entropy
 from ..layers import embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import repeated_sequence_batch
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "InductionConfig",
-    "InductionForward",
-    "InductionParameters",
-    "check_params",
-    "induction_batch",
-    "induction_forward",
-    "induction_loss_and_gradients",
-    "init_induction_model",
-    "load_induction",
-    "next_token_losses",
-    "probe_tokens",
-]
+__all__ = ["MODEL", "InductionConfig", "InductionForward", "InductionParameters", "check_config", "check_params",
+           "check_sequences", "induction_batch", "induction_forward", "induction_loss_and_gradients",
+           "init_induction_model", "load_induction"]
 
 
 class InductionConfig(NamedTuple):
@@ -99,12 +88,9 @@ class InductionParameters(NamedTuple):
 
     Attributes
     ----------
-    embedding : ndarray
-        ``(V, d_model)`` the token embeddings ``E``.
-    layers : tuple of EncoderLayerWeights
-        The two layers, applied in order with a causal mask.
-    unembedding : ndarray
-        ``(V, d_model)`` the output table ``U``: ``logits = x U^T`` (not tied to ``E``).
+    embedding, layers, unembedding
+        ``(V, d_model)`` token embeddings ``E``; the two layers, in order, causal; ``(V, d_model)`` the
+        output table ``U``: ``logits = x U^T`` (not tied to ``E``).
 
     Examples
     --------
@@ -123,10 +109,8 @@ class InductionForward(NamedTuple):
 
     Attributes
     ----------
-    logits : ndarray
-        ``(batch, n, V)`` the next-token scores at every position.
-    attention : ndarray
-        ``(n_layers, batch, n_heads, n, n)`` the causal self-attention weights of each layer.
+    logits, attention : ndarray
+        ``(batch, n, V)`` next-token scores; ``(n_layers, batch, n_heads, n, n)`` each layer's attention.
 
     Examples
     --------
@@ -139,7 +123,26 @@ class InductionForward(NamedTuple):
     attention: np.ndarray  # (n_layers, batch, n_heads, n, n)
 
 
-def _checked_config(config) -> InductionConfig:
+def check_config(config) -> InductionConfig:
+    """``config`` if its sizes fit together (see :func:`attnbook.learning.models.scaffold.check_config`).
+
+    Parameters
+    ----------
+    config : InductionConfig
+        The configuration.
+
+    Returns
+    -------
+    InductionConfig
+        ``config``.
+
+    Examples
+    --------
+    >>> check_config(InductionConfig(d_model=7))
+    Traceback (most recent call last):
+    ...
+    ValueError: config.d_model = 7 must be even (sinusoidal encodings) and divisible by config.n_heads = 1
+    """
     scaffold.check_config(config, InductionConfig, minimum={"min_half_length": 2, "max_half_length": 2,
                                                             "probe_half_length": 2})
     if config.min_half_length > config.max_half_length:
@@ -161,10 +164,8 @@ def init_induction_model(config: InductionConfig, seed: int = 0) -> InductionPar
 
     Parameters
     ----------
-    config : InductionConfig
-        The sizes.
-    seed : int
-        Seed of the embeddings and the output table, and base of the layers' seeds.
+    config, seed
+        The sizes, and the seed of the embeddings and the output table (the base of the layers' seeds).
 
     Returns
     -------
@@ -177,7 +178,7 @@ def init_induction_model(config: InductionConfig, seed: int = 0) -> InductionPar
     >>> p.layers[0].self_attention.w_q.shape, p.layers[1].feed_forward.w_1.shape
     ((4, 4), (4, 8))
     """
-    config = _checked_config(config)
+    config = check_config(config)
     seed = check_positive_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     embedding = rng.standard_normal((config.vocab_size, config.d_model))  # (V, d_model)
@@ -199,10 +200,7 @@ def _checked_tokens(tokens, config: InductionConfig, name: str = "tokens") -> np
 
 
 def _checked_params(params, config: InductionConfig) -> InductionParameters:
-    dims = Dims(vocab_size=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"),
-                d_model=(config.d_model, f"config.d_model = {config.d_model}"), n_layers=(2, "the model has 2 layers"),
-                d_ff=(config.d_ff, f"config.d_ff = {config.d_ff}"))
-    dims.alias("d_kv", "d_model")
+    dims = scaffold.config_dims(config, ("vocab_size", "d_model", "d_ff"), n_layers=(2, "the model has 2 layers"))
     return check_weights(params, InductionParameters, "params", dims)
 
 
@@ -211,10 +209,8 @@ def check_params(params, config: InductionConfig) -> tuple:
 
     Parameters
     ----------
-    params : InductionParameters
-        The weights.
-    config : InductionConfig
-        The configuration.
+    params, config
+        As in :func:`induction_forward`.
 
     Returns
     -------
@@ -229,8 +225,36 @@ def check_params(params, config: InductionConfig) -> tuple:
     ...
     ValueError: params.embedding has shape (6, 4) but config.vocab_size = 5 and config.d_model = 4; expected (5, 4)
     """
-    config = _checked_config(config)
+    config = check_config(config)
     return _checked_params(params, config), config
+
+
+def check_sequences(params, tokens, config: InductionConfig) -> tuple:
+    """The boundary of every loss: ``(params, tokens)`` checked, each sequence long enough to predict a token.
+
+    Parameters
+    ----------
+    params, tokens, config
+        As in :func:`induction_loss_and_gradients`.
+
+    Returns
+    -------
+    tuple
+        ``(params, tokens)``.
+
+    Examples
+    --------
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> check_sequences(init_induction_model(config), np.array([[1]]), config)
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens has shape (1, 1); a sequence needs 2 tokens to predict one
+    """
+    params = _checked_params(params, check_config(config))
+    tokens = _checked_tokens(tokens, config)
+    if tokens.shape[1] < 2:
+        raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
+    return params, tokens
 
 
 def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConfig) -> tuple:
@@ -271,12 +295,9 @@ def induction_forward(params: InductionParameters, tokens, config: InductionConf
 
     Parameters
     ----------
-    params : InductionParameters
-        The weights.
-    tokens : array_like of int
-        ``(batch, n)`` token ids in ``0 .. V - 1``; position ``t`` predicts token ``t + 1``.
-    config : InductionConfig
-        The configuration the weights were made with.
+    params, tokens, config
+        The weights; ``(batch, n)`` token ids in ``0 .. V - 1`` (position ``t`` predicts token ``t + 1``);
+        the configuration the weights were made with.
 
     Returns
     -------
@@ -294,7 +315,7 @@ def induction_forward(params: InductionParameters, tokens, config: InductionConf
     ...
     ValueError: tokens contains the id 5, outside 0 .. 4
     """
-    params = _checked_params(params, _checked_config(config))
+    params = _checked_params(params, check_config(config))
     return taped(params, _checked_tokens(tokens, config), config)[0]
 
 
@@ -308,12 +329,9 @@ def induction_loss_and_gradients(params: InductionParameters, tokens, config: In
 
     Parameters
     ----------
-    params : InductionParameters
-        The weights.
-    tokens : array_like of int
-        ``(batch, n)`` whole sequences; the model reads ``tokens[:, :-1]`` and predicts ``tokens[:, 1:]``.
-    config : InductionConfig
-        The configuration.
+    params, tokens, config
+        As in :func:`induction_forward`; ``tokens`` are whole sequences: the model reads ``tokens[:, :-1]``
+        and predicts ``tokens[:, 1:]``.
 
     Returns
     -------
@@ -327,55 +345,8 @@ def induction_loss_and_gradients(params: InductionParameters, tokens, config: In
     >>> grads.embedding.shape, bool(loss > 0)
     ((5, 4), True)
     """
-    params = _checked_params(params, _checked_config(config))
-    tokens = _checked_tokens(tokens, config)
-    if tokens.shape[1] < 2:
-        raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
+    params, tokens = check_sequences(params, tokens, config)
     return scaffold.loss_and_gradients(MODEL, params, tokens, config)
-
-
-def next_token_losses(params: InductionParameters, tokens, config: InductionConfig) -> np.ndarray:
-    r"""The loss of every prediction: ``-log p(x_{t+1} | x_0..t)`` for each sequence and position.
-
-    .. math:: \ell_{b, t} = -\log \operatorname{softmax}(z_{b, t})_{x_{b, t+1}}
-
-    Parameters
-    ----------
-    params : InductionParameters
-        The weights.
-    tokens : array_like of int
-        ``(batch, n)`` whole sequences.
-    config : InductionConfig
-        The configuration.
-
-    Returns
-    -------
-    ndarray
-        ``(batch, n - 1)``; entry ``t - 1`` is the loss of predicting token ``t``, the layout of
-        :func:`attnbook.learning.tasks.in_context_loss`.
-
-    Examples
-    --------
-    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
-    >>> next_token_losses(init_induction_model(config), np.array([[1, 2, 3, 1]]), config).shape
-    (1, 3)
-    """
-    params = _checked_params(params, _checked_config(config))
-    tokens = _checked_tokens(tokens, config)
-    if tokens.shape[1] < 2:
-        raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
-    logits = taped(params, tokens[:, :-1], config)[0].logits  # (batch, n - 1, V)
-    return token_losses(logits, tokens[:, 1:])
-
-
-def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Unchecked kernel of :func:`next_token_losses`: ``-log softmax(logits)[target]`` per position.
-
-    >>> token_losses(np.zeros((1, 2, 4)), np.array([[0, 3]])).round(4).tolist()
-    [[1.3863, 1.3863]]
-    """
-    log_p = log_softmax(logits)  # (batch, n, V)
-    return -np.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]  # (batch, n)
 
 
 def induction_batch(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
@@ -385,10 +356,8 @@ def induction_batch(rng: np.random.Generator, config: InductionConfig) -> np.nda
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        The source of the half length and the tokens.
-    config : InductionConfig
-        ``batch_size``, ``vocab_size`` and the half-length range.
+    rng, config
+        The source of the half length and the tokens; ``batch_size``, ``vocab_size`` and the half-length range.
 
     Returns
     -------
@@ -402,7 +371,7 @@ def induction_batch(rng: np.random.Generator, config: InductionConfig) -> np.nda
     >>> tokens.shape, bool(np.all(tokens[:, :3] == tokens[:, 3:]))
     ((2, 6), True)
     """
-    config = _checked_config(config)
+    config = check_config(config)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
     return draw(rng, config)
@@ -418,32 +387,6 @@ def draw(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
     return repeated_sequence_batch(config.batch_size, half_length, config.vocab_size, rng)  # (batch, 2h)
 
 
-def probe_tokens(config: InductionConfig) -> np.ndarray:
-    """The fixed probe batch of the checkpoints: ``probe_size`` sequences of half length ``probe_half_length``.
-
-    .. math:: x \\sim \\texttt{repeated\\_sequence\\_batch}(\\text{probe\\_size}, h_\\text{probe}, V, \\text{seed} = 12345)
-
-    Its seed (12345) is not the training seed, so the probe's sequences are not training batches.
-
-    Parameters
-    ----------
-    config : InductionConfig
-        ``probe_size``, ``probe_half_length`` and ``vocab_size``.
-
-    Returns
-    -------
-    ndarray
-        ``(probe_size, 2 probe_half_length)`` int64.
-
-    Examples
-    --------
-    >>> probe_tokens(InductionConfig(probe_size=4, probe_half_length=5)).shape
-    (4, 10)
-    """
-    config = _checked_config(config)
-    return repeated_sequence_batch(config.probe_size, config.probe_half_length, config.vocab_size, 12345)
-
-
 MODEL = scaffold.Model(
     name="induction", config=InductionConfig, init=lambda config, seed: init_induction_model(config, seed),
     forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
@@ -454,26 +397,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_induction(directory=None) -> tuple:
-    """The stored induction model: ``(params, config, record)``, read from ``attnbook/data/trained``.
-
-    .. math:: \\texttt{induction.npz}, \\texttt{induction.json} \\mapsto (\\theta, \\text{config}, \\text{record})
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder; default the package's data.
-
-    Returns
-    -------
-    tuple
-        ``(params, config, record)``: :class:`InductionParameters`, the :class:`InductionConfig` it was
-        trained with, and the training record (dict).
-
-    Examples
-    --------
-    >>> params, config, record = load_induction()
-    >>> config.vocab_size == params.embedding.shape[0], record["seed"]
-    (True, 0)
-    """
-    return scaffold.load(MODEL, directory)
+load_induction = scaffold.loader(MODEL)  # (params, config, record) of data/trained/induction

@@ -16,10 +16,11 @@ where ``PE`` is the sinusoidal encoding ("sinusoidal") or a learned table ("lear
 but the causal mask. Gradients come from :mod:`attnbook.learning.gradients`; RoPE is a fixed rotation,
 so its backward pass is the opposite rotation, and the ALiBi bias is a constant, which passes the
 score gradient through unchanged. The batches are :func:`attnbook.learning.tasks.recency_batch`; the
-model trains on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`).
+model trains on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`); one run per
+scheme, as the chapter makes them, is :func:`attnbook.learning.analysis.lengths.train_length_model`.
 
->>> run = train_length_model("alibi", n_steps=40, seed=0)
->>> bool(run.losses[-5:].mean() < run.losses[:5].mean())
+>>> params, record = scaffold.train(MODEL, LengthConfig("alibi", n_steps=40), progress=False)
+>>> bool(np.mean(record["losses"][-5:]) < np.mean(record["losses"][:5]))
 True
 """
 
@@ -35,35 +36,25 @@ from ...positional import alibi_slopes, rotary_frequencies, rotate, sinusoidal_e
 from ...softmax import softmax_rows
 from ...multihead import check_heads
 from ...validation import Array, Dims, check_weights
-from ..gradients import backpropagate, entropy, entropy_grads, linear_grads
+from ..gradients import backpropagate, linear_grads
 from ..tasks import draw_recency, recency_batch
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "POSITION_SCHEMES",
-    "LengthConfig",
-    "LengthForward",
-    "LengthModel",
-    "LengthRun",
-    "length_model_accuracy",
-    "length_model_loss_and_gradients",
-    "recency_batch",
-    "train_length_model",
-]
+__all__ = ["MODEL", "POSITION_SCHEMES", "LengthConfig", "LengthForward", "LengthModel", "length_model_accuracy",
+           "length_model_loss_and_gradients", "recency_batch"]
 
 POSITION_SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
 
 
 class LengthConfig(NamedTuple):
-    """The arguments of :func:`train_length_model`: the scheme, the task, the model and its training.
+    """The scheme, the task, the model and its training (the arguments of ``analysis.lengths.train_length_model``).
 
     Attributes
     ----------
     scheme : str
         One of ``POSITION_SCHEMES``.
     trained_length, n_steps, batch_size, d_model, n_heads, n_symbols : int
-        See :func:`train_length_model`.
+        See :func:`attnbook.learning.analysis.lengths.train_length_model`.
     p_signal, learning_rate : float
         The signal probability per position and Adam's constant step size.
 
@@ -89,14 +80,9 @@ class LengthModel(NamedTuple):
 
     Attributes
     ----------
-    embed : ndarray
-        ``(V, d)`` token embeddings.
-    table : ndarray
-        ``(trained_length, d)`` learned position vectors; zeros (and untouched) except for "learned".
-    w_q, w_k, w_v : ndarray
-        ``(d, d)`` projections, split into heads after the product.
-    w_o : ndarray
-        ``(d, V)`` read-out to one logit per token.
+    embed, table, w_q, w_k, w_v, w_o : ndarray
+        ``(V, d)`` token embeddings; ``(trained_length, d)`` learned position vectors (zeros, and untouched,
+        but for "learned"); ``(d, d)`` projections, split into heads after the product; ``(d, V)`` read-out.
 
     Examples
     --------
@@ -110,35 +96,6 @@ class LengthModel(NamedTuple):
     w_k: Array["d_model, d_model"]
     w_v: Array["d_model, d_model"]
     w_o: Array["d_model, vocab"]  # read-out
-
-
-class LengthRun(NamedTuple):
-    """A trained model and how it got there.
-
-    Attributes
-    ----------
-    params : LengthModel
-        The trained parameters.
-    losses : ndarray
-        ``(n_steps,)`` training loss per step.
-    scheme : str
-        The position scheme.
-    n_heads : int
-        Number of heads.
-    trained_length : int
-        The sequence length of training.
-
-    Examples
-    --------
-    >>> train_length_model("alibi", trained_length=6, n_steps=3, d_model=8, n_heads=2).scheme
-    'alibi'
-    """
-
-    params: LengthModel
-    losses: np.ndarray
-    scheme: str
-    n_heads: int
-    trained_length: int
 
 
 def _check_scheme(scheme) -> str:
@@ -167,14 +124,9 @@ class LengthForward(NamedTuple):
 
     Attributes
     ----------
-    logits : ndarray
-        ``(B, n, V)``.
-    x, q, k, v, weights, merged : ndarray
-        The token vectors, the (rotated) heads, the attention weights and the heads merged.
-    angles : ndarray or None
-        ``(n, d_head / 2)`` RoPE's angles ("rotary" only).
-    q_factor : float
-        The factor of the rotated queries and keys.
+    logits, x, q, k, v, weights, merged, angles, q_factor
+        The logits, the token vectors, the (rotated) heads, the attention weights, the heads merged, RoPE's
+        angles ("rotary" only) and the factor of the rotated queries and keys (shapes as commented below).
 
     Examples
     --------
@@ -290,14 +242,9 @@ def length_model_loss_and_gradients(params: LengthModel, tokens, targets, scheme
 
     Parameters
     ----------
-    params : LengthModel
-        The parameters.
-    tokens, targets : array_like of int
-        ``(batch, n)`` each, as from :func:`recency_batch`.
-    scheme : {"none", "sinusoidal", "learned", "rotary", "alibi"}
-        The position scheme.
-    n_heads : int
-        Number of heads; divides ``d_model``.
+    params, tokens, targets, scheme, n_heads
+        The parameters; ``(batch, n)`` tokens and targets of :func:`recency_batch`; one of
+        :data:`POSITION_SCHEMES`; the number of heads, which divides ``d_model``.
 
     Returns
     -------
@@ -313,9 +260,9 @@ def length_model_loss_and_gradients(params: LengthModel, tokens, targets, scheme
     ((8, 8), True)
     """
     tokens, n_heads = _checked(params, tokens, scheme, n_heads)
-    targets = np.asarray(targets)  # (batch, n)
     f, back = taped(params, tokens, scheme, n_heads)
-    return entropy(f.logits, targets), back(entropy_grads(f.logits, targets))
+    loss, d_logits = scaffold.entropy_loss(f.logits, np.asarray(targets))  # targets (batch, n)
+    return loss, back(d_logits)
 
 
 def length_model_accuracy(params: LengthModel, tokens, targets, scheme: str, n_heads: int,
@@ -324,14 +271,8 @@ def length_model_accuracy(params: LengthModel, tokens, targets, scheme: str, n_h
 
     Parameters
     ----------
-    params : LengthModel
-        Trained parameters.
-    tokens, targets : array_like of int
-        ``(batch, n)``; ``n`` may exceed the trained length (not for "learned").
-    scheme : str
-        The scheme the model was trained with.
-    n_heads : int
-        Number of heads.
+    params, tokens, targets, scheme, n_heads
+        As in :func:`length_model_loss_and_gradients`; ``n`` may exceed the trained length (not for "learned").
     frequencies : array_like, optional
         ``(d_head / 2,)`` RoPE frequencies to use instead of the trained ones (a context extension,
         see :func:`attnbook.positional.rotary_frequencies`); "rotary" only.
@@ -384,53 +325,10 @@ def _init(config: LengthConfig, seed: int) -> LengthModel:
 MODEL = scaffold.Model(
     name="", config=LengthConfig, init=_init,
     forward=lambda params, batch, c: taped(params, batch[0], c.scheme, c.n_heads),
-    loss=lambda logits, batch, c: (entropy(logits, batch[1]), entropy_grads(logits, batch[1])),
+    loss=lambda logits, batch, c: scaffold.entropy_loss(logits, batch[1]),
     batch=lambda rng, c: draw_recency(rng, c.batch_size, c.trained_length, c.n_symbols, float(c.p_signal)),
     evaluate=lambda params, c: {"accuracy": length_model_accuracy(
         params, *recency_batch(64, c.trained_length, c.n_symbols, c.p_signal, seed=12345), c.scheme, c.n_heads)},
     fit_options=lambda c: {"learning_rate": float(c.learning_rate), "max_norm": None, "betas": (0.9, 0.999),
                            "eps": 1e-8},
 )
-
-
-def train_length_model(scheme: str, trained_length: int = 32, n_steps: int = 300, batch_size: int = 32,
-                       d_model: int = 32, n_heads: int = 4, n_symbols: int = 6, p_signal: float = 0.25,
-                       learning_rate: float = 0.02, seed: int = 0) -> LengthRun:
-    r"""Train the one-layer model on the most-recent-signal task at one length, with Adam (:func:`scaffold.train`).
-
-    .. math:: \theta \leftarrow \mathrm{Adam}\bigl(\theta, \nabla_\theta L(\theta; \text{fresh batch of length } L)\bigr)
-
-    Parameters
-    ----------
-    scheme : {"none", "sinusoidal", "learned", "rotary", "alibi"}
-        How the model sees positions.
-    trained_length : int, optional
-        :math:`L`, the length of every training sequence; default 32.
-    n_steps, batch_size : int, optional
-        Adam steps and sequences per step; defaults 300 and 32.
-    d_model, n_heads : int, optional
-        Width and heads; ``n_heads`` divides ``d_model`` and each head's width is even for "rotary".
-    n_symbols : int, optional
-        Signal tokens; default 6.
-    p_signal : float, optional
-        Signal probability per position; default 0.25.
-    learning_rate : float, optional
-        Adam's step size; default 0.02.
-    seed : int, optional
-        Seeds the parameters and the batches.
-
-    Returns
-    -------
-    LengthRun
-        Trained parameters, the loss per step and the settings.
-
-    Examples
-    --------
-    >>> run = train_length_model("rotary", trained_length=8, n_steps=5, d_model=8, n_heads=2)
-    >>> run.losses.shape, run.trained_length
-    ((5,), 8)
-    """
-    config = LengthConfig(_check_scheme(scheme), trained_length, n_steps, batch_size, d_model, n_heads, n_symbols,
-                          p_signal, learning_rate)
-    params, record = scaffold.train(MODEL, config, seed, progress=False)
-    return LengthRun(params, np.array(record["losses"]), scheme, n_heads, trained_length)

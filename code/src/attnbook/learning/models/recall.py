@@ -28,21 +28,12 @@ import numpy as np
 from ...attention import scaled_dot_product_attention
 from ...multihead import merge_heads, split_heads
 from ...validation import Array, Dims, check_bool, check_positive_int, check_seed, check_weights
-from ..gradients import backpropagate, entropy, entropy_grads, linear_grads
+from ..gradients import backpropagate, linear_grads
 from ..tasks import RecallBatch, associative_recall_batch
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "RecallConfig",
-    "RecallForward",
-    "RecallGradients",
-    "RecallParameters",
-    "init_recall_model",
-    "recall_accuracy",
-    "recall_forward",
-    "recall_loss_and_gradients",
-]
+__all__ = ["MODEL", "RecallConfig", "RecallForward", "RecallGradients", "RecallParameters", "init_recall_model",
+           "recall_accuracy", "recall_forward", "recall_loss_and_gradients"]
 
 
 class RecallConfig(NamedTuple):
@@ -88,14 +79,9 @@ class RecallParameters(NamedTuple):
 
     Attributes
     ----------
-    w_q : ndarray
-        ``(d_in, d_k)`` query projection.
-    w_k : ndarray
-        ``(d_in, d_k)`` key projection.
-    w_v : ndarray
-        ``(d_in, d_v)`` value projection.
-    w_o : ndarray
-        ``(d_v, n_values)`` read-out to one logit per value symbol.
+    w_q, w_k, w_v, w_o : ndarray
+        The query, key and value projections ``(d_in, d_k)``, ``(d_in, d_k)``, ``(d_in, d_v)``, and the
+        read-out ``(d_v, n_values)`` to one logit per value symbol.
 
     Examples
     --------
@@ -114,18 +100,9 @@ class RecallForward(NamedTuple):
 
     Attributes
     ----------
-    logits : ndarray
-        ``(batch, n_queries, n_values)`` one score per value symbol.
-    weights : ndarray
-        ``(batch, n_heads, n_queries, n_pairs)`` attention weights of each head over the pairs.
-    q : ndarray
-        ``(batch, n_heads, n_queries, d_k / n_heads)`` the queries, split into heads.
-    k : ndarray
-        ``(batch, n_heads, n_pairs, d_k / n_heads)`` the keys, split into heads.
-    v : ndarray
-        ``(batch, n_heads, n_pairs, d_v / n_heads)`` the values, split into heads.
-    attended : ndarray
-        ``(batch, n_queries, d_v)`` the heads' outputs, concatenated.
+    logits, weights, q, k, v, attended : ndarray
+        One score per value symbol, each head's attention weights over the pairs, the queries, keys and
+        values split into heads, and the heads' outputs concatenated (shapes as commented below).
 
     Examples
     --------
@@ -148,14 +125,8 @@ class RecallGradients(NamedTuple):
 
     Attributes
     ----------
-    loss : float
-        Mean cross-entropy of the batch.
-    grads : RecallParameters
-        dL/dW for every parameter, shaped like it.
-    forward : RecallForward
-        The forward pass the gradients were computed from.
-    score_grads : ndarray
-        ``(batch, n_heads, n_queries, n_pairs)`` dL/dS for the scaled scores.
+    loss, grads, forward, score_grads
+        As commented below.
 
     Examples
     --------
@@ -183,14 +154,10 @@ def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: in
 
     Parameters
     ----------
-    n_keys, n_values : int
-        Vocabulary sizes (``d_in = n_keys + n_values``).
-    d_k, d_v : int
-        Widths of queries/keys and of values.
-    seed : int or numpy Generator
-        The random source.
-    init_std : float
-        Standard deviation ``sigma`` of the projections.
+    n_keys, n_values, d_k, d_v : int
+        Vocabulary sizes (``d_in = n_keys + n_values``), and the widths of queries/keys and of values.
+    seed, init_std
+        The random source (an int or a numpy Generator), and the standard deviation ``sigma``.
 
     Returns
     -------
@@ -203,10 +170,8 @@ def init_recall_model(n_keys: int = 8, n_values: int = 8, d_k: int = 16, d_v: in
     >>> p.w_q.shape, p.w_v.shape, p.w_o.shape
     ((8, 4), (8, 6), (6, 3))
     """
-    n_keys = check_positive_int(n_keys, "n_keys")
-    n_values = check_positive_int(n_values, "n_values")
-    d_k = check_positive_int(d_k, "d_k")
-    d_v = check_positive_int(d_v, "d_v")
+    n_keys, n_values, d_k, d_v = (check_positive_int(value, name) for value, name in
+                                  ((n_keys, "n_keys"), (n_values, "n_values"), (d_k, "d_k"), (d_v, "d_v")))
     if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std > 0:
         raise ValueError(f"init_std must be a positive number, got {init_std!r}")
     rng = check_seed(seed)
@@ -269,14 +234,9 @@ def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 
 
     Parameters
     ----------
-    params : RecallParameters
-        The model.
-    batch : RecallBatch
-        The problems.
-    n_heads : int
-        Heads; must divide ``d_k`` and ``d_v``.
-    scaled : bool
-        Divide the scores by ``sqrt(d_head)``; False drops the factor.
+    params, batch, n_heads, scaled
+        The model; the problems; the heads, which divide ``d_k`` and ``d_v``; divide the scores by
+        ``sqrt(d_head)`` (False drops the factor).
 
     Returns
     -------
@@ -324,8 +284,9 @@ def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_he
     """
     params, batch, n_heads = _checked_model(params, batch, n_heads)
     fwd, back = taped(params, batch, n_heads, _head_scale(params.w_q.shape[1], n_heads, scaled))
-    grads, d_scores = back(entropy_grads(fwd.logits, batch.targets))
-    return RecallGradients(entropy(fwd.logits, batch.targets), grads, fwd, d_scores)
+    loss, d_logits = scaffold.entropy_loss(fwd.logits, batch.targets)
+    grads, d_scores = back(d_logits)
+    return RecallGradients(loss, grads, fwd, d_scores)
 
 
 def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:
@@ -366,7 +327,7 @@ def _forward(params, batch, config: RecallConfig) -> tuple:
 
 MODEL = scaffold.Model(
     name="", config=RecallConfig, init=_init, forward=_forward,
-    loss=lambda logits, batch, config: (entropy(logits, batch.targets), entropy_grads(logits, batch.targets)),
+    loss=lambda logits, batch, config: scaffold.entropy_loss(logits, batch.targets),
     batch=lambda rng, c: associative_recall_batch(c.batch_size, c.n_pairs, c.n_keys, c.n_values, seed=rng),
     evaluate=lambda params, c: {"accuracy": recall_accuracy(params, associative_recall_batch(
         256, c.n_pairs, c.n_keys, c.n_values, seed=12345), c.n_heads, c.scaled)},

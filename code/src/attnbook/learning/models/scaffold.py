@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ...validation import check_positive_int
+from ...validation import Dims, check_positive_int
+from ..gradients import entropy, entropy_grads
 from ..loop import fit
 from ..store import load_trained, trained_path
 
-__all__ = ["Model", "check_config", "load", "loss_and_gradients", "train"]
+__all__ = ["Model", "check_config", "config_dims", "load", "loader", "loss_and_gradients", "train"]
 
 
 class Model(NamedTuple):
@@ -115,6 +116,48 @@ def check_config(config, kind: type, minimum: dict | None = None, own: tuple = (
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return config
+
+
+def config_dims(config, names: tuple, **more) -> Dims:
+    """The sizes ``config`` fixes for :func:`attnbook.validation.check_weights`, each said as ``config.<name> = <value>``.
+
+    The key heads are as wide as the model (``d_kv`` is ``d_model``).
+
+    Parameters
+    ----------
+    config : NamedTuple
+        The configuration.
+    names : tuple of str
+        Its fields that are dimensions of the weights, by the same name.
+    **more : tuple of (int, str)
+        Other dimensions, ``name=(size, why)``.
+
+    Returns
+    -------
+    Dims
+        The dimensions.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.vit import ViTConfig
+    >>> dims = config_dims(ViTConfig(), ("d_model",), n_tokens=(17, "17 tokens"))
+    >>> dims["d_kv"], dims.why(("d_model", "n_tokens"))
+    (32, 'config.d_model = 32 and 17 tokens')
+    """
+    dims = Dims(**{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}") for name in names}, **more)
+    dims.alias("d_kv", "d_model")
+    return dims
+
+
+def entropy_loss(logits, targets) -> tuple:
+    """Unchecked kernel: the mean cross-entropy of ``logits`` against ``targets`` and its gradient ``dL/dlogits``.
+
+    >>> import numpy as np
+    >>> loss, d_logits = entropy_loss(np.zeros((1, 2, 4)), np.array([[0, 3]]))
+    >>> round(loss, 4), d_logits.shape
+    (1.3863, (1, 2, 4))
+    """
+    return entropy(logits, targets), entropy_grads(logits, targets)
 
 
 def loss_and_gradients(model: Model, params, batch, config) -> tuple:
@@ -234,3 +277,35 @@ def load(model: Model, directory=None) -> tuple:
     config = model.config(**json.loads(path.read_text())["config"])  # the template's sizes
     params, record = load_trained(model.name, model.init(config, 0), directory)
     return params, config, record
+
+
+def loader(model: Model, wrap: Callable = tuple) -> Callable:
+    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, its result wrapped.
+
+    .. math:: \texttt{directory} \mapsto \operatorname{wrap}(\operatorname{load}(\text{model}, \texttt{directory}))
+
+    Parameters
+    ----------
+    model : Model
+        The stored model.
+    wrap : callable, optional
+        Applied to ``(params, config, record)`` (a NamedTuple class, say); default ``tuple``.
+
+    Returns
+    -------
+    callable
+        ``load_model(directory=None)``, documented as :func:`load` is.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.induction import MODEL
+    >>> params, config, record = loader(MODEL)()
+    >>> record["seed"], type(config).__name__
+    (0, 'InductionConfig')
+    """
+    def load_model(directory=None):
+        return wrap(load(model, directory))
+
+    load_model.__doc__ = (f"The stored model {model.name!r}, read from ``attnbook/data/trained`` (or ``directory``) by "
+                          f":func:`attnbook.learning.models.scaffold.load`: ``(params, config, record)``.")
+    return load_model

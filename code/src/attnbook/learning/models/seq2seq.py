@@ -31,15 +31,14 @@ import numpy as np
 from ...positional import sinusoidal_encoding
 from ...transformer import DecoderLayerWeights, EncoderLayerWeights, init_decoder_layer, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Dims, Stack, check_weights
+from ...validation import Array, Stack, check_weights
 from ..gradients import token_entropy
 from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_logits_vjp
-from ..tasks import PAD, Seq2SeqBatch, check_tokens, draw_reversal, reversal_batch
+from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, draw_reversal, reversal_batch
 from . import scaffold
 
-__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "TrainedReversal", "check_batch",
-           "check_params", "held_out_batch", "init_reversal", "load_reversal", "reversal_forward",
-           "reversal_loss_and_gradients"]
+__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "TrainedReversal", "check_params",
+           "held_out_batch", "init_reversal", "load_reversal", "reversal_forward", "reversal_loss_and_gradients"]
 
 
 class ReversalConfig(NamedTuple):
@@ -147,10 +146,8 @@ def check_params(params, config: ReversalConfig) -> tuple:
 
     Parameters
     ----------
-    params : ReversalParameters
-        The model.
-    config : ReversalConfig
-        Its configuration.
+    params, config
+        As in :func:`reversal_forward`.
 
     Returns
     -------
@@ -165,53 +162,9 @@ def check_params(params, config: ReversalConfig) -> tuple:
     TypeError: params must be ReversalParameters, got tuple
     """
     config = _check_config(config)
-    dims = Dims(vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"),
-                **{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}")
-                   for name in ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers")})
-    dims.alias("d_kv", "d_model")
+    dims = scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+                                vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"))
     return check_weights(params, ReversalParameters, "params", dims), config
-
-
-def check_batch(batch, vocab_size: int) -> Seq2SeqBatch:
-    """A :class:`~attnbook.learning.tasks.Seq2SeqBatch` whose arrays fit each other, or an error naming the field.
-
-    Parameters
-    ----------
-    batch : Seq2SeqBatch
-        Sources and targets.
-    vocab_size : int
-        The model's vocabulary.
-
-    Returns
-    -------
-    Seq2SeqBatch
-        The batch, its tokens int64.
-
-    Examples
-    --------
-    >>> check_batch((1, 2), 13)
-    Traceback (most recent call last):
-    ...
-    TypeError: batch must be a Seq2SeqBatch (see reversal_batch), got tuple
-    """
-    if not isinstance(batch, Seq2SeqBatch):
-        raise TypeError(f"batch must be a Seq2SeqBatch (see reversal_batch), got {type(batch).__name__}")
-    source = check_tokens(batch.source, "source", vocab_size, real=True)  # (batch, n_src)
-    target_in = check_tokens(batch.target_in, "batch.target_in", vocab_size)  # (batch, n_tgt)
-    target_out = check_tokens(batch.target_out, "batch.target_out", vocab_size)  # (batch, n_tgt)
-    source_mask, target_mask = np.asarray(batch.source_mask), np.asarray(batch.target_mask)  # (batch, n)
-    for name, array, shape in (("target_in", target_in, (source.shape[0], target_in.shape[1])),
-                               ("target_out", target_out, target_in.shape), ("source_mask", source_mask, source.shape),
-                               ("target_mask", target_mask, target_in.shape)):
-        if array.shape != shape:
-            raise ValueError(f"batch.{name} has shape {array.shape}; expected {shape}")
-    if source_mask.dtype != bool or target_mask.dtype != bool:
-        raise TypeError("batch.source_mask and batch.target_mask must be boolean")
-    if not np.array_equal(source_mask, source != PAD):
-        raise ValueError("batch.source_mask must be True exactly on the source's real (non-PAD) tokens")
-    if not target_mask.any():
-        raise ValueError("batch.target_mask is False everywhere; the mean loss of no positions is undefined")
-    return Seq2SeqBatch(source, target_in, target_out, source_mask, target_mask)
 
 
 def init_reversal(config: ReversalConfig = ReversalConfig(), seed: int = 0) -> ReversalParameters:
@@ -223,10 +176,8 @@ def init_reversal(config: ReversalConfig = ReversalConfig(), seed: int = 0) -> R
 
     Parameters
     ----------
-    config : ReversalConfig, optional
-        The sizes.
-    seed : int, optional
-        Seed of ``numpy.random.default_rng``.
+    config, seed : optional
+        The sizes, and the seed of ``numpy.random.default_rng``.
 
     Returns
     -------
@@ -317,14 +268,10 @@ def reversal_forward(params: ReversalParameters, source, target_in, config: Reve
 
     Parameters
     ----------
-    params : ReversalParameters
-        The model (:func:`init_reversal`, :func:`load_reversal`).
-    source : array_like of int
-        ``(batch, n_src)`` source tokens, PAD (0) after each string; the padding is masked.
-    target_in : array_like of int
-        ``(batch, n_tgt)`` the decoder's input: BOS, then the target so far.
-    config : ReversalConfig
-        Its configuration.
+    params, source, target_in, config
+        The model (:func:`init_reversal`, :func:`load_reversal`); ``(batch, n_src)`` source tokens, PAD (0)
+        after each string (masked); ``(batch, n_tgt)`` the decoder's input, BOS and the target so far; its
+        configuration.
 
     Returns
     -------
@@ -358,12 +305,8 @@ def reversal_loss_and_gradients(params: ReversalParameters, batch: Seq2SeqBatch,
 
     Parameters
     ----------
-    params : ReversalParameters
-        The model.
-    batch : Seq2SeqBatch
-        A batch of :func:`attnbook.learning.tasks.reversal_batch`.
-    config : ReversalConfig
-        Its configuration.
+    params, batch, config
+        As in :func:`reversal_forward`; ``batch`` a :func:`attnbook.learning.tasks.reversal_batch`.
 
     Returns
     -------
@@ -378,7 +321,7 @@ def reversal_loss_and_gradients(params: ReversalParameters, batch: Seq2SeqBatch,
     (True, (8, 8))
     """
     params, config = check_params(params, config)
-    return scaffold.loss_and_gradients(MODEL, params, check_batch(batch, config.vocab_size), config)
+    return scaffold.loss_and_gradients(MODEL, params, check_seq2seq_batch(batch, config.vocab_size), config)
 
 
 class TrainedReversal(NamedTuple):
@@ -411,7 +354,7 @@ def held_out_batch(config: ReversalConfig) -> Seq2SeqBatch:
     Returns
     -------
     Seq2SeqBatch
-        A batch of :func:`attnbook.learning.tasks.reversal_batch`.
+        A :func:`attnbook.learning.tasks.reversal_batch`.
 
     Examples
     --------
@@ -441,23 +384,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_reversal(directory=None) -> TrainedReversal:
-    """The stored reversal model (``data/trained/reversal.npz``) with its configuration and record.
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder of trained models; see :func:`attnbook.learning.models.scaffold.load`.
-
-    Returns
-    -------
-    TrainedReversal
-        ``params``, ``config`` and ``record``.
-
-    Examples
-    --------
-    >>> trained = load_reversal()
-    >>> trained.record["metrics"]["accuracy"] >= 0.99, len(trained.params.decoder)
-    (True, 2)
-    """
-    return TrainedReversal(*scaffold.load(MODEL, directory))
+load_reversal = scaffold.loader(MODEL, TrainedReversal._make)  # (params, config, record) of data/trained/reversal

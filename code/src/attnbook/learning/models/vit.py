@@ -29,23 +29,14 @@ import numpy as np
 
 from ...transformer import EncoderLayerWeights, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Dims, Stack, as_float_array, check_weights
+from ...validation import Array, Stack, check_weights
 from ..gradients import linear_grads, token_entropy
 from ..layers import encoder_layer_vjp
-from ..digits import GREY_LEVELS, image_patches, load_digits_split, shifted
+from ..digits import GREY_LEVELS, check_digits, image_patches, load_digits_split, shifted
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "ViTConfig",
-    "ViTOutput",
-    "ViTParams",
-    "init_vit",
-    "load_vit",
-    "vit_accuracy",
-    "vit_forward",
-    "vit_loss_and_gradients",
-]
+__all__ = ["MODEL", "ViTConfig", "ViTOutput", "ViTParams", "init_vit", "load_vit", "vit_accuracy", "vit_forward",
+           "vit_loss_and_gradients"]
 
 
 class ViTConfig(NamedTuple):
@@ -154,35 +145,16 @@ def _check_config(config) -> ViTConfig:
 
 def _check_params(params, config) -> tuple[ViTParams, ViTConfig]:
     config = _check_config(config)
-    d = config.d_model
     n_tokens = (config.image_side // config.patch) ** 2 + 1
-    dims = Dims(patch_area=(config.patch ** 2, f"config.patch = {config.patch} gives {config.patch ** 2} pixels a patch"),
-                n_tokens=(n_tokens, f"config.image_side and config.patch give {n_tokens} tokens"),
-                **{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}")
-                   for name in ("d_model", "n_layers", "d_ff", "n_classes")})
-    dims.alias("d_kv", "d_model")
+    dims = scaffold.config_dims(
+        config, ("d_model", "n_layers", "d_ff", "n_classes"),
+        patch_area=(config.patch ** 2, f"config.patch = {config.patch} gives {config.patch ** 2} pixels a patch"),
+        n_tokens=(n_tokens, f"config.image_side and config.patch give {n_tokens} tokens"))
     return check_weights(params, ViTParams, "params", dims), config
 
 
-def _check_images(images, config: ViTConfig, name: str = "images") -> np.ndarray:
-    pixels = as_float_array(images, name)  # (n, H, W)
-    side = config.image_side
-    if pixels.ndim != 3 or pixels.shape[1:] != (side, side):
-        raise ValueError(f"{name} has shape {pixels.shape}; expected (n, {side}, {side}) grey levels 0 .. 16")
-    if pixels.size and (pixels.min() < 0 or pixels.max() > GREY_LEVELS):
-        raise ValueError(f"{name} must hold grey levels 0 .. 16 (as load_digits_split gives them), "
-                         f"got values in [{pixels.min():g}, {pixels.max():g}]")
-    return pixels
-
-
-def _check_labels(labels, n: int, config: ViTConfig) -> np.ndarray:
-    labels = np.asarray(labels)  # (n,)
-    if labels.shape != (n,) or labels.dtype.kind not in "iu":
-        raise ValueError(f"labels must be ({n},) integers, one per image, got shape {labels.shape} and dtype "
-                         f"{labels.dtype}")
-    if labels.size and (labels.min() < 0 or labels.max() >= config.n_classes):
-        raise ValueError(f"labels must lie in 0 .. {config.n_classes - 1}")
-    return labels.astype(np.int64)
+def _check_digits(images, labels, config: ViTConfig, name: str = "images") -> tuple:
+    return check_digits(images, labels, config.image_side, config.n_classes, name)
 
 
 def to_tokens(images: np.ndarray, config: ViTConfig) -> np.ndarray:
@@ -276,12 +248,9 @@ def vit_forward(params: ViTParams, images, config: ViTConfig) -> ViTOutput:
 
     Parameters
     ----------
-    params : ViTParams
-        The parameters.
-    images : array_like
-        ``(n, 8, 8)`` grey levels 0 .. 16 (:func:`attnbook.learning.digits.load_digits_split`).
-    config : ViTConfig
-        The sizes the parameters were made with.
+    params, images, config
+        The parameters; ``(n, 8, 8)`` grey levels 0 .. 16 (:func:`attnbook.learning.digits.load_digits_split`);
+        the sizes the parameters were made with.
 
     Returns
     -------
@@ -296,7 +265,7 @@ def vit_forward(params: ViTParams, images, config: ViTConfig) -> ViTOutput:
     True
     """
     params, config = _check_params(params, config)
-    pixels = _check_images(images, config)  # (n, H, W)
+    pixels = _check_digits(images, None, config)[0]  # (n, H, W)
     return taped(params, to_tokens(pixels, config), config.n_heads)[0]
 
 
@@ -308,12 +277,8 @@ def vit_loss_and_gradients(params: ViTParams, batch: tuple, config: ViTConfig) -
 
     Parameters
     ----------
-    params : ViTParams
-        The parameters.
-    batch : tuple
-        ``(images, labels)``: ``(B, 8, 8)`` grey levels and ``(B,)`` digits.
-    config : ViTConfig
-        The sizes and the label smoothing.
+    params, batch, config
+        As in :func:`vit_forward`; ``batch`` is ``(images, labels)``, ``(B, 8, 8)`` grey levels and ``(B,)`` digits.
 
     Returns
     -------
@@ -330,8 +295,7 @@ def vit_loss_and_gradients(params: ViTParams, batch: tuple, config: ViTConfig) -
     params, config = _check_params(params, config)
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError("batch must be a pair (images, labels)")
-    pixels = _check_images(batch[0], config, "batch[0]")  # (B, H, W)
-    labels = _check_labels(batch[1], pixels.shape[0], config)  # (B,)
+    pixels, labels = _check_digits(batch[0], batch[1], config, "batch[0]")  # (B, H, W), (B,)
     return scaffold.loss_and_gradients(MODEL, params, (to_tokens(pixels, config), labels), config)
 
 
@@ -369,8 +333,7 @@ def vit_accuracy(params: ViTParams, images, labels, config: ViTConfig) -> float:
     True
     """
     params, config = _check_params(params, config)
-    pixels = _check_images(images, config)  # (n, H, W)
-    labels = _check_labels(labels, pixels.shape[0], config)  # (n,)
+    pixels, labels = _check_digits(images, labels, config)  # (n, H, W), (n,)
     return float(np.mean(predict(params, to_tokens(pixels, config), config.n_heads) == labels))
 
 
@@ -389,13 +352,7 @@ def _batch(rng: np.random.Generator, config: ViTConfig) -> tuple:
 def _evaluate(params: ViTParams, config: ViTConfig) -> dict:
     split = load_digits_split(config.test_fraction, config.split_seed)
     predicted = predict(params, to_tokens(split.test_images.astype(np.float64), config), config.n_heads)  # (n_test,)
-    wrong = np.flatnonzero(predicted != split.test_labels)  # (n_errors,)
-    train_predicted = predict(params, to_tokens(split.train_images.astype(np.float64), config), config.n_heads)
-    return {"test_accuracy": float(np.mean(predicted == split.test_labels)),
-            "train_accuracy": float(np.mean(train_predicted == split.train_labels)),
-            "n_test": int(split.test_labels.size), "n_test_errors": int(wrong.size),
-            "errors": [{"index": int(i), "label": int(split.test_labels[i]), "predicted": int(predicted[i])}
-                       for i in wrong]}
+    return {"test_accuracy": float(np.mean(predicted == split.test_labels))}  # the record's report: learning.trained
 
 
 MODEL = scaffold.Model(
@@ -409,26 +366,4 @@ MODEL = scaffold.Model(
 )
 
 
-def load_vit(directory=None) -> tuple[ViTParams, ViTConfig, dict]:
-    """The trained Vision Transformer shipped with the package: ``params, config, record = load_vit()``.
-
-    .. math:: \\texttt{digits\\_vit.npz}, \\texttt{digits\\_vit.json} \\mapsto (\\theta, \\text{config}, \\text{record})
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder of trained models; default the package's ``data/trained``.
-
-    Returns
-    -------
-    tuple
-        ``(params, config, record)``: :class:`ViTParams`, the :class:`ViTConfig` it was trained with
-        and the training record (loss curve, metrics, seconds).
-
-    Examples
-    --------
-    >>> params, config, record = load_vit()
-    >>> config.d_model, record["metrics"]["test_accuracy"] >= 0.95
-    (32, True)
-    """
-    return scaffold.load(MODEL, directory)
+load_vit = scaffold.loader(MODEL)  # (params, config, record) of data/trained/digits_vit
