@@ -1,0 +1,176 @@
+"""The fast path of :func:`attnbook.learning.modern_layers.rotary_block_vjp`, which the GPT trains with.
+
+The same block (RMSNorm, causal grouped-query attention with rotary queries and keys, SwiGLU, two
+residuals) and the same backward pass, tested equal to the reference in
+``code/tests/learning/test_fast_block.py`` (float64 to 1e-12, float32 to its round-off). It differs only
+in how it computes:
+
+* every product runs on the rows ``(batch n, d)`` at once, the three projections as one product with
+  ``[W_Q | W_K | W_V]`` and the gate and up projections as one with ``[W_gate | W_up]``;
+* the ``G`` query heads that share a key head are stacked into one ``(G n, d_head)`` block, so one product
+  scores them all, and ``A^T dO`` and ``dS^T Q`` come out already summed over the group;
+* the rotations use cos and sin tables in the array's dtype, and the causal mask is an additive table
+  of 0 and -inf; both are made once per length;
+* a masked weight is exactly 0, so the score gradient ``A (dA - rowsum(A dA))`` needs no mask;
+* the softmax and its gradient work in place.
+
+>>> from attnbook import init_decoder_block
+>>> from attnbook.learning.modern_layers import rotary_block_vjp
+>>> from attnbook.positional import sinusoidal_frequencies
+>>> x = np.random.default_rng(0).standard_normal((2, 5, 8))              # (batch, n, d_model)
+>>> block, theta = init_decoder_block(8, 16, n_heads=4, n_kv_heads=2), sinusoidal_frequencies(2)
+>>> (fast, _), back = fast_block_vjp(x, block, 4, 2, theta, 1e-6)
+>>> (slow, _), slow_back = rotary_block_vjp(x, block, 4, 2, theta)
+>>> bool(np.allclose(fast, slow, rtol=1e-12)), bool(np.allclose(back(x)[1], slow_back(x)[1], rtol=1e-12))
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from ..masks import causal_mask
+from ..modern import DecoderBlockResult, DecoderBlockWeights, SwiGLUWeights
+from ..multihead import MultiHeadWeights
+from .gradients import check_output_gradient
+
+__all__ = ["embedding_gradient", "fast_block_vjp"]
+
+
+@lru_cache(maxsize=8)
+def _tables(n: int, frequencies: bytes, dtype: str, group: int) -> tuple:
+    """cos and sin of every position's angles ``(n, d_head / 2)`` and the causal table ``(G n, n)``, read-only."""
+    theta = np.frombuffer(frequencies)  # (d_head / 2,) float64
+    angles = np.arange(n, dtype=np.float64)[:, None] * theta[None, :]  # (n, d_head / 2)
+    bias = np.where(causal_mask(n), 0.0, -np.inf)  # (n, n): 0 where a query may look, -inf elsewhere
+    tables = (np.cos(angles), np.sin(angles), np.tile(bias, (group, 1)))  # (n, d/2), (n, d/2), (G n, n)
+    tables = tuple(t.astype(dtype) for t in tables)
+    for t in tables:
+        t.flags.writeable = False
+    return tables
+
+
+def _turn(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Turn the interleaved pairs of the rows of ``x`` ``(..., n, d_head)`` by the angles of ``cos``, ``sin``."""
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., n, d_head / 2) each
+    out = np.empty(x.shape, dtype=x.dtype) if out is None else out  # (..., n, d_head)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def _rms(x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple:
+    r = 1.0 / np.sqrt(np.vecdot(x, x)[:, None] / x.shape[-1] + eps)  # (rows, 1)
+    x_hat = x * r  # (rows, d)
+    return x_hat * gamma, x_hat, r
+
+
+def _rms_back(dy: np.ndarray, gamma: np.ndarray, x_hat: np.ndarray, r: np.ndarray) -> tuple:
+    g = dy * gamma  # (rows, d)
+    dx = x_hat * (np.vecdot(g, x_hat)[:, None] / x_hat.shape[-1])  # (rows, d): the part along x_hat
+    np.subtract(g, dx, out=dx)
+    dx *= r
+    return dx, np.vecdot(dy.T, x_hat.T)  # (rows, d), (d,): dgamma = sum over rows of dy x_hat
+
+
+def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int,
+                   frequencies: np.ndarray, eps: float, attention_out: np.ndarray | None = None) -> tuple:
+    """Unchecked: :func:`~attnbook.learning.modern_layers.rotary_block_vjp` on ``x`` ``(batch, n, d_model)``.
+
+    ``attention_out``, if given, is a ``(batch, n_heads, n, n)`` C-contiguous array of ``x``'s dtype the
+    attention weights are written into (the GPT passes its slice of every layer's weights).
+    Returns ``(DecoderBlockResult, back)``, ``back(dy) -> (DecoderBlockWeights, dx)``, as the reference.
+    """
+    batch, n, d = x.shape
+    w, ff = weights.attention, weights.feed_forward
+    d_head, group = d // n_heads, n_heads // n_kv_heads
+    d_kv, scale, dtype = n_kv_heads * d_head, 1.0 / math.sqrt(d // n_heads), x.dtype
+    cos, sin, causal = _tables(n, np.asarray(frequencies, dtype=np.float64).tobytes(), dtype.str, group)
+    grouped = (batch, n, n_kv_heads, group, d_head)  # a query row's heads, by key head and place in the group
+    rows = x.reshape(batch * n, d)  # (rows, d)
+
+    normed_1, x_hat_1, r_1 = _rms(rows, weights.norm_1, eps)  # (rows, d)
+    w_qkv = np.concatenate([w.w_q, w.w_k, w.w_v], axis=1)  # (d, d + 2 d_kv)
+    qkv = normed_1 @ w_qkv + np.concatenate([w.b_q, w.b_k, w.b_v])  # (rows, d + 2 d_kv)
+    q = _turn(qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4), cos, sin)  # (batch, h_kv, G, n, d_head)
+    q *= scale  # the scale rides on the queries, as in scaled_dot_product_attention
+    q = q.reshape(batch, n_kv_heads, group * n, d_head)  # (batch, h_kv, G n, d_head)
+    k = _turn(qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3), cos, sin)
+    v = np.ascontiguousarray(qkv[:, d + d_kv:].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
+    shape = (batch, n_kv_heads, group * n, n)
+    a = np.empty(shape, dtype) if attention_out is None else attention_out.reshape(shape)  # (batch, h_kv, G n, n)
+    np.matmul(q, np.swapaxes(k, -1, -2), out=a)  # the scaled scores
+    a += causal  # masked scores to -inf
+    a -= a.max(axis=-1, keepdims=True)
+    np.exp(a, out=a)
+    a *= 1.0 / a.sum(axis=-1, keepdims=True)  # (batch, h_kv, G n, n): the attention weights
+    heads = (a @ v).reshape(batch, n_kv_heads, group, n, d_head)  # (batch, h_kv, G, n, d_head)
+    concat = heads.transpose(0, 3, 1, 2, 4).reshape(batch * n, d)  # (rows, d): the heads side by side
+    z = rows + (concat @ w.w_o + w.b_o)  # (rows, d): the first residual
+
+    normed_2, x_hat_2, r_2 = _rms(z, weights.norm_2, eps)  # (rows, d)
+    d_ff = ff.w_gate.shape[1]
+    w_gate_up = np.concatenate([ff.w_gate, ff.w_up], axis=1)  # (d, 2 d_ff)
+    gate_up = normed_2 @ w_gate_up  # (rows, 2 d_ff)
+    gate, up = gate_up[:, :d_ff], gate_up[:, d_ff:]  # (rows, d_ff) each
+    sigma = 0.5 * gate  # (rows, d_ff)
+    np.tanh(sigma, out=sigma)
+    sigma += 1.0
+    sigma *= 0.5  # sigma(gate) = (1 + tanh(gate / 2)) / 2
+    silu = gate * sigma  # (rows, d_ff)
+    hidden = silu * up  # (rows, d_ff)
+    y = z + hidden @ ff.w_down  # (rows, d)
+
+    def back(dy):
+        check_output_gradient(dy, x.shape, "dy")
+        dy = dy.reshape(batch * n, d)  # (rows, d)
+        d_hidden = dy @ ff.w_down.T  # (rows, d_ff)
+        d_gate_up = np.empty_like(gate_up)  # (rows, 2 d_ff)
+        np.multiply(d_hidden, silu, out=d_gate_up[:, d_ff:])  # dU
+        slope = 1.0 - sigma  # (rows, d_ff): SiLU'(gate) = sigma (1 + gate (1 - sigma))
+        slope *= gate
+        slope += 1.0
+        slope *= sigma
+        slope *= up
+        np.multiply(d_hidden, slope, out=d_gate_up[:, :d_ff])  # dZ = dH U SiLU'(Z)
+        dw_gate_up = normed_2.T @ d_gate_up  # (d, 2 d_ff)
+        dz_norm, dgamma_2 = _rms_back(d_gate_up @ w_gate_up.T, weights.norm_2, x_hat_2, r_2)
+        dz = dy + dz_norm  # (rows, d)
+
+        d_heads = (dz @ w.w_o.T).reshape(grouped).transpose(0, 2, 3, 1, 4)  # (batch, h_kv, G, n, d_head)
+        d_heads = d_heads.reshape(batch, n_kv_heads, group * n, d_head)  # (batch, h_kv, G n, d_head), a copy
+        d_qkv = np.empty_like(qkv)  # (rows, d + 2 d_kv)
+        d_qkv[:, d + d_kv:].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3)[...] = (
+            np.swapaxes(a, -1, -2) @ d_heads)  # dV = A^T dO, summed over the group
+        ds = d_heads @ np.swapaxes(v, -1, -2)  # (batch, h_kv, G n, n): dA
+        ds -= np.vecdot(ds, a)[..., None]
+        ds *= a  # dS = A (dA - rowsum(A dA)); 0 wherever A is
+        dq = (ds @ k).reshape(batch, n_kv_heads, group, n, d_head)  # d(q scale), per query head
+        dq *= scale
+        _turn(dq, cos, -sin, out=d_qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4))  # turned back
+        _turn(np.swapaxes(ds, -1, -2) @ q, cos, -sin,  # dK = dS^T (scale Q), summed over the group
+              out=d_qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
+        dw_qkv = normed_1.T @ d_qkv  # (d, d + 2 d_kv)
+        dx_norm, dgamma_1 = _rms_back(d_qkv @ w_qkv.T, weights.norm_1, x_hat_1, r_1)
+        db_qkv = d_qkv.sum(axis=0)  # (d + 2 d_kv,)
+        attention = MultiHeadWeights(dw_qkv[:, :d], dw_qkv[:, d:d + d_kv], dw_qkv[:, d + d_kv:], concat.T @ dz,
+                                     db_qkv[:d], db_qkv[d:d + d_kv], db_qkv[d + d_kv:], dz.sum(axis=0))
+        feed = SwiGLUWeights(dw_gate_up[:, :d_ff], dw_gate_up[:, d_ff:], hidden.T @ dy)
+        grads = DecoderBlockWeights(attention, feed, dgamma_1, dgamma_2)
+        return grads, (dz + dx_norm).reshape(x.shape)
+
+    return DecoderBlockResult(y.reshape(x.shape), a.reshape(batch, n_heads, n, n)), back
+
+
+def embedding_gradient(tokens: np.ndarray, dx: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Unchecked: the gradient of the table, ``one_hot(tokens)^T dx`` ``(V, d)``, as one product.
+
+    >>> embedding_gradient(np.array([[2, 0, 2]]), np.ones((1, 3, 2)), 3).tolist()    # token 2 twice
+    [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
+    """
+    flat = tokens.reshape(-1)  # (rows,)
+    one_hot = (flat[:, None] == np.arange(vocab_size)).astype(dx.dtype)  # (rows, V)
+    return one_hot.T @ dx.reshape(len(flat), -1)  # (V, d)
