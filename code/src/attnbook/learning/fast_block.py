@@ -78,11 +78,28 @@ def _rms_back(dy: np.ndarray, gamma: np.ndarray, x_hat: np.ndarray, r: np.ndarra
 
 def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int,
                    frequencies: np.ndarray, eps: float, attention_out: np.ndarray | None = None) -> tuple:
-    """Unchecked: :func:`~attnbook.learning.modern_layers.rotary_block_vjp` on ``x`` ``(batch, n, d_model)``.
+    """:func:`~attnbook.learning.modern_layers.rotary_block_vjp` on ``x`` ``(batch, n, d_model)``, unchecked and fast.
 
-    ``attention_out``, if given, is a ``(batch, n_heads, n, n)`` C-contiguous array of ``x``'s dtype the
-    attention weights are written into (the GPT passes its slice of every layer's weights).
-    Returns ``(DecoderBlockResult, back)``, ``back(dy) -> (DecoderBlockWeights, dx)``, as the reference.
+    Parameters
+    ----------
+    x, weights, n_heads, n_kv_heads, frequencies, eps : ndarray, DecoderBlockWeights, int, int, ndarray, float
+        As in the reference, every argument given: ``x`` 3-D, ``frequencies`` ``(d_head / 2,)``.
+    attention_out : ndarray, optional
+        A C-contiguous ``(batch, n_heads, n, n)`` array of ``x``'s dtype to write the attention weights
+        into (the GPT passes its slice of every block's weights); default a new one.
+
+    Returns
+    -------
+    tuple
+        ``(DecoderBlockResult, back)``, ``back(dy) -> (DecoderBlockWeights, dx)``, as the reference.
+
+    Examples
+    --------
+    >>> from attnbook import init_decoder_block
+    >>> x = np.ones((1, 3, 8))                                            # (batch, n, d_model)
+    >>> (y, attention), back = fast_block_vjp(x, init_decoder_block(8, 8, 2), 2, 2, np.array([1.0, 0.1]), 1e-6)
+    >>> y.shape, attention.shape, bool(np.all(np.triu(attention, 1) == 0))   # causal
+    ((1, 3, 8), (1, 2, 3, 3), True)
     """
     batch, n, d = x.shape
     w, ff = weights.attention, weights.feed_forward
@@ -166,8 +183,24 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
 
 
 def embedding_gradient(tokens: np.ndarray, dx: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Unchecked: the gradient of the table, ``one_hot(tokens)^T dx`` ``(V, d)``, as one product.
+    """The gradient of an embedding table ``(V, d)`` that ``tokens`` read: ``one_hot(tokens)^T dx``, one product.
 
+    Parameters
+    ----------
+    tokens : ndarray of int
+        ``(...)`` the ids read, each in ``0 .. V - 1`` (unchecked).
+    dx : ndarray
+        ``(..., d)`` the gradient of the vectors read.
+    vocab_size : int
+        ``V``.
+
+    Returns
+    -------
+    ndarray
+        ``(V, d)``: row ``i`` sums ``dx`` over the places that read token ``i``.
+
+    Examples
+    --------
     >>> embedding_gradient(np.array([[2, 0, 2]]), np.ones((1, 3, 2)), 3).tolist()    # token 2 twice
     [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
     """

@@ -48,7 +48,7 @@ class Cache(NamedTuple):
 
 
 def cached_step(params: gpt.GPTParameters, config: gpt.GPTConfig):
-    """Unchecked: ``step(cache, tokens) -> (logits, cache)``, one new position on the cached keys and values.
+    """Unchecked kernel: ``step(cache, tokens) -> (logits, cache)``, one new position on the cached keys and values.
 
     >>> config = gpt.GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
     >>> empty = [np.zeros((1, 1, 0, 4), np.float32)] * 2                  # (rows, h_kv, 0, d_head) per block
@@ -85,7 +85,7 @@ def cached_step(params: gpt.GPTParameters, config: gpt.GPTConfig):
 
 
 def recomputing_step(params: gpt.GPTParameters, config: gpt.GPTConfig):
-    """Unchecked: ``step(prefix, tokens) -> (logits, prefix)``, the whole prefix run again at every step.
+    """Unchecked kernel: ``step(prefix, tokens) -> (logits, prefix)``, the whole prefix run again at every step.
 
     >>> config = gpt.GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
     >>> logits, prefix = recomputing_step(gpt.init_gpt(config), config)(np.array([[3, 4]]), np.array([5]))
@@ -110,10 +110,8 @@ def generate(params: gpt.GPTParameters, config: gpt.GPTConfig, prompt: str, n_ne
 
     Parameters
     ----------
-    params : GPTParameters
-        The weights.
-    config : GPTConfig
-        The configuration.
+    params, config : GPTParameters, GPTConfig
+        The model's weights and its configuration.
     prompt : str
         At least one character of the vocabulary.
     n_new : int

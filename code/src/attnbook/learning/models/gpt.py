@@ -200,7 +200,7 @@ def check_model(params, config) -> tuple:
     Returns
     -------
     tuple
-        ``(params, config)``.
+        The two, unchanged when they pass.
 
     Examples
     --------
