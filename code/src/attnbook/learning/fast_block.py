@@ -12,7 +12,10 @@ in how it computes:
 * the rotations use cos and sin tables in the array's dtype, and the causal mask is an additive table
   of 0 and -inf; both are made once per length;
 * a masked weight is exactly 0, so the score gradient ``A (dA - rowsum(A dA))`` needs no mask;
-* the softmax and its gradient work in place.
+* the softmax and its gradient work in place, and the block's activations, and its backward pass's
+  scratch, are views of one allocation each: numpy backs an array of 4 MiB or more with huge pages, while
+  a dozen fresh arrays of about a megabyte cost the kernel a page fault per 4 KiB each (on the GPT's
+  shapes, a quarter of the step).
 
 >>> from attnbook import init_decoder_block
 >>> from attnbook.learning.modern_layers import rotary_block_vjp
@@ -51,6 +54,14 @@ def _tables(n: int, frequencies: bytes, dtype: str, group: int) -> tuple:
     for t in tables:
         t.flags.writeable = False
     return tables
+
+
+def _views(dtype, *shapes) -> list:
+    """Arrays of the ``shapes``, carved one after another out of a single new allocation."""
+    sizes = [math.prod(shape) for shape in shapes]
+    flat = np.empty(sum(sizes), dtype=dtype)
+    starts = np.cumsum([0, *sizes])
+    return [flat[start:start + size].reshape(shape) for start, size, shape in zip(starts, sizes, shapes)]
 
 
 def _turn(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -108,15 +119,21 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
     cos, sin, causal = _tables(n, np.asarray(frequencies, dtype=np.float64).tobytes(), dtype.str, group)
     grouped = (batch, n, n_kv_heads, group, d_head)  # a query row's heads, by key head and place in the group
     rows = x.reshape(batch * n, d)  # (rows, d)
+    d_ff = ff.w_gate.shape[1]
+    qkv, q, k, v, heads, concat, gate_up, sigma, silu, hidden = _views(
+        dtype, (batch * n, d + 2 * d_kv), (batch, n_kv_heads, group, n, d_head), (batch, n_kv_heads, n, d_head),
+        (batch, n_kv_heads, n, d_head), (batch, n_kv_heads, group * n, d_head), (batch * n, d),
+        (batch * n, 2 * d_ff), *[(batch * n, d_ff)] * 3)  # the activations the backward pass reads
 
     normed_1, x_hat_1, r_1 = _rms(rows, weights.norm_1, eps)  # (rows, d)
     w_qkv = np.concatenate([w.w_q, w.w_k, w.w_v], axis=1)  # (d, d + 2 d_kv)
-    qkv = normed_1 @ w_qkv + np.concatenate([w.b_q, w.b_k, w.b_v])  # (rows, d + 2 d_kv)
-    q = _turn(qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4), cos, sin)  # (batch, h_kv, G, n, d_head)
+    np.matmul(normed_1, w_qkv, out=qkv)
+    qkv += np.concatenate([w.b_q, w.b_k, w.b_v])  # (rows, d + 2 d_kv)
+    _turn(qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4), cos, sin, out=q)  # (batch, h_kv, G, n, d_head)
     q *= scale  # the scale rides on the queries, as in scaled_dot_product_attention
     q = q.reshape(batch, n_kv_heads, group * n, d_head)  # (batch, h_kv, G n, d_head)
-    k = _turn(qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3), cos, sin)
-    v = np.ascontiguousarray(qkv[:, d + d_kv:].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
+    _turn(qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3), cos, sin, out=k)
+    v[...] = qkv[:, d + d_kv:].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3)
     shape = (batch, n_kv_heads, group * n, n)
     a = np.empty(shape, dtype) if attention_out is None else attention_out.reshape(shape)  # (batch, h_kv, G n, n)
     np.matmul(q, np.swapaxes(k, -1, -2), out=a)  # the scaled scores
@@ -124,30 +141,30 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
     a -= a.max(axis=-1, keepdims=True)
     np.exp(a, out=a)
     a *= 1.0 / a.sum(axis=-1, keepdims=True)  # (batch, h_kv, G n, n): the attention weights
-    heads = (a @ v).reshape(batch, n_kv_heads, group, n, d_head)  # (batch, h_kv, G, n, d_head)
-    concat = heads.transpose(0, 3, 1, 2, 4).reshape(batch * n, d)  # (rows, d): the heads side by side
+    np.matmul(a, v, out=heads)  # (batch, h_kv, G n, d_head)
+    concat.reshape(grouped)[...] = heads.reshape(batch, n_kv_heads, group, n, d_head).transpose(0, 3, 1, 2, 4)
     z = rows + (concat @ w.w_o + w.b_o)  # (rows, d): the first residual
 
     normed_2, x_hat_2, r_2 = _rms(z, weights.norm_2, eps)  # (rows, d)
-    d_ff = ff.w_gate.shape[1]
     w_gate_up = np.concatenate([ff.w_gate, ff.w_up], axis=1)  # (d, 2 d_ff)
-    gate_up = normed_2 @ w_gate_up  # (rows, 2 d_ff)
+    np.matmul(normed_2, w_gate_up, out=gate_up)  # (rows, 2 d_ff)
     gate, up = gate_up[:, :d_ff], gate_up[:, d_ff:]  # (rows, d_ff) each
-    sigma = 0.5 * gate  # (rows, d_ff)
+    np.multiply(gate, 0.5, out=sigma)
     np.tanh(sigma, out=sigma)
     sigma += 1.0
     sigma *= 0.5  # sigma(gate) = (1 + tanh(gate / 2)) / 2
-    silu = gate * sigma  # (rows, d_ff)
-    hidden = silu * up  # (rows, d_ff)
+    np.multiply(gate, sigma, out=silu)
+    np.multiply(silu, up, out=hidden)
     y = z + hidden @ ff.w_down  # (rows, d)
 
     def back(dy):
         check_output_gradient(dy, x.shape, "dy")
         dy = dy.reshape(batch * n, d)  # (rows, d)
-        d_hidden = dy @ ff.w_down.T  # (rows, d_ff)
-        d_gate_up = np.empty_like(gate_up)  # (rows, 2 d_ff)
+        d_hidden, slope, d_gate_up, d_heads, d_qkv, dq, dk = _views(
+            dtype, *[(batch * n, d_ff)] * 2, (batch * n, 2 * d_ff), grouped, qkv.shape, q.shape, k.shape)  # scratch
+        np.matmul(dy, ff.w_down.T, out=d_hidden)  # (rows, d_ff)
         np.multiply(d_hidden, silu, out=d_gate_up[:, d_ff:])  # dU
-        slope = 1.0 - sigma  # (rows, d_ff): SiLU'(gate) = sigma (1 + gate (1 - sigma))
+        np.subtract(1.0, sigma, out=slope)  # (rows, d_ff): SiLU'(gate) = sigma (1 + gate (1 - sigma))
         slope *= gate
         slope += 1.0
         slope *= sigma
@@ -157,19 +174,19 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
         dz_norm, dgamma_2 = _rms_back(d_gate_up @ w_gate_up.T, weights.norm_2, x_hat_2, r_2)
         dz = dy + dz_norm  # (rows, d)
 
-        d_heads = (dz @ w.w_o.T).reshape(grouped).transpose(0, 2, 3, 1, 4)  # (batch, h_kv, G, n, d_head)
-        d_heads = d_heads.reshape(batch, n_kv_heads, group * n, d_head)  # (batch, h_kv, G n, d_head), a copy
-        d_qkv = np.empty_like(qkv)  # (rows, d + 2 d_kv)
+        np.matmul(dz, w.w_o.T, out=d_heads.reshape(batch * n, d))  # (rows, d): dO of the heads side by side
+        d_heads = d_heads.transpose(0, 2, 3, 1, 4).reshape(q.shape)  # (batch, h_kv, G n, d_head), a copy
         d_qkv[:, d + d_kv:].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3)[...] = (
             np.swapaxes(a, -1, -2) @ d_heads)  # dV = A^T dO, summed over the group
         ds = d_heads @ np.swapaxes(v, -1, -2)  # (batch, h_kv, G n, n): dA
         ds -= np.vecdot(ds, a)[..., None]
         ds *= a  # dS = A (dA - rowsum(A dA)); 0 wherever A is
-        dq = (ds @ k).reshape(batch, n_kv_heads, group, n, d_head)  # d(q scale), per query head
+        np.matmul(ds, k, out=dq)  # d(q scale), per query head
         dq *= scale
-        _turn(dq, cos, -sin, out=d_qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4))  # turned back
-        _turn(np.swapaxes(ds, -1, -2) @ q, cos, -sin,  # dK = dS^T (scale Q), summed over the group
-              out=d_qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
+        _turn(dq.reshape(batch, n_kv_heads, group, n, d_head), cos, -sin,
+              out=d_qkv[:, :d].reshape(grouped).transpose(0, 2, 3, 1, 4))  # turned back
+        np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # dK = dS^T (scale Q), summed over the group
+        _turn(dk, cos, -sin, out=d_qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
         dw_qkv = normed_1.T @ d_qkv  # (d, d + 2 d_kv)
         dx_norm, dgamma_1 = _rms_back(d_qkv @ w_qkv.T, weights.norm_1, x_hat_1, r_1)
         db_qkv = d_qkv.sum(axis=0)  # (d + 2 d_kv,)
