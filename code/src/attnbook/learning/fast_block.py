@@ -73,18 +73,22 @@ def _turn(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray | Non
     return out
 
 
-def _rms(x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple:
+def _rms(x: np.ndarray, gamma: np.ndarray, eps: float, normed: np.ndarray, x_hat: np.ndarray) -> np.ndarray:
+    """RMSNorm of the rows of ``x`` into ``normed`` (and ``x_hat = x / rms(x)``); returns ``1 / rms`` ``(rows, 1)``."""
     r = 1.0 / np.sqrt(np.vecdot(x, x)[:, None] / x.shape[-1] + eps)  # (rows, 1)
-    x_hat = x * r  # (rows, d)
-    return x_hat * gamma, x_hat, r
+    np.multiply(x, r, out=x_hat)  # (rows, d)
+    np.multiply(x_hat, gamma, out=normed)
+    return r
 
 
-def _rms_back(dy: np.ndarray, gamma: np.ndarray, x_hat: np.ndarray, r: np.ndarray) -> tuple:
-    g = dy * gamma  # (rows, d)
-    dx = x_hat * (np.vecdot(g, x_hat)[:, None] / x_hat.shape[-1])  # (rows, d): the part along x_hat
+def _rms_back(dy: np.ndarray, gamma: np.ndarray, x_hat: np.ndarray, r: np.ndarray, g: np.ndarray,
+              dx: np.ndarray) -> np.ndarray:
+    """The gradient of :func:`_rms` into ``dx`` (``g`` is scratch); returns ``dgamma`` ``(d,)``."""
+    np.multiply(dy, gamma, out=g)  # (rows, d)
+    np.multiply(x_hat, np.vecdot(g, x_hat)[:, None] / x_hat.shape[-1], out=dx)  # (rows, d): the part along x_hat
     np.subtract(g, dx, out=dx)
     dx *= r
-    return dx, np.vecdot(dy.T, x_hat.T)  # (rows, d), (d,): dgamma = sum over rows of dy x_hat
+    return np.vecdot(dy.T, x_hat.T)  # (d,): dgamma = sum over rows of dy x_hat
 
 
 def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_kv_heads: int,
@@ -120,12 +124,12 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
     grouped = (batch, n, n_kv_heads, group, d_head)  # a query row's heads, by key head and place in the group
     rows = x.reshape(batch * n, d)  # (rows, d)
     d_ff = ff.w_gate.shape[1]
-    qkv, q, k, v, heads, concat, gate_up, sigma, silu, hidden = _views(
-        dtype, (batch * n, d + 2 * d_kv), (batch, n_kv_heads, group, n, d_head), (batch, n_kv_heads, n, d_head),
+    normed_1, x_hat_1, z, normed_2, x_hat_2, qkv, q, k, v, heads, concat, gate_up, sigma, silu, hidden = _views(
+        dtype, *[(batch * n, d)] * 5, (batch * n, d + 2 * d_kv), (batch, n_kv_heads, group, n, d_head), (batch, n_kv_heads, n, d_head),
         (batch, n_kv_heads, n, d_head), (batch, n_kv_heads, group * n, d_head), (batch * n, d),
         (batch * n, 2 * d_ff), *[(batch * n, d_ff)] * 3)  # the activations the backward pass reads
 
-    normed_1, x_hat_1, r_1 = _rms(rows, weights.norm_1, eps)  # (rows, d)
+    r_1 = _rms(rows, weights.norm_1, eps, normed_1, x_hat_1)  # (rows, 1)
     w_qkv = np.concatenate([w.w_q, w.w_k, w.w_v], axis=1)  # (d, d + 2 d_kv)
     np.matmul(normed_1, w_qkv, out=qkv)
     qkv += np.concatenate([w.b_q, w.b_k, w.b_v])  # (rows, d + 2 d_kv)
@@ -143,9 +147,11 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
     a *= 1.0 / a.sum(axis=-1, keepdims=True)  # (batch, h_kv, G n, n): the attention weights
     np.matmul(a, v, out=heads)  # (batch, h_kv, G n, d_head)
     concat.reshape(grouped)[...] = heads.reshape(batch, n_kv_heads, group, n, d_head).transpose(0, 3, 1, 2, 4)
-    z = rows + (concat @ w.w_o + w.b_o)  # (rows, d): the first residual
+    np.matmul(concat, w.w_o, out=z)
+    z += w.b_o
+    z += rows  # (rows, d): the first residual
 
-    normed_2, x_hat_2, r_2 = _rms(z, weights.norm_2, eps)  # (rows, d)
+    r_2 = _rms(z, weights.norm_2, eps, normed_2, x_hat_2)  # (rows, 1)
     w_gate_up = np.concatenate([ff.w_gate, ff.w_up], axis=1)  # (d, 2 d_ff)
     np.matmul(normed_2, w_gate_up, out=gate_up)  # (rows, 2 d_ff)
     gate, up = gate_up[:, :d_ff], gate_up[:, d_ff:]  # (rows, d_ff) each
@@ -160,8 +166,9 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
     def back(dy):
         check_output_gradient(dy, x.shape, "dy")
         dy = dy.reshape(batch * n, d)  # (rows, d)
-        d_hidden, slope, d_gate_up, d_heads, d_qkv, dq, dk = _views(
-            dtype, *[(batch * n, d_ff)] * 2, (batch * n, 2 * d_ff), grouped, qkv.shape, q.shape, k.shape)  # scratch
+        proj, g, dx_norm, dz, d_hidden, slope, d_gate_up, d_heads, d_qkv, dq, dk = _views(
+            dtype, *[(batch * n, d)] * 4, *[(batch * n, d_ff)] * 2, (batch * n, 2 * d_ff), grouped, qkv.shape,
+            q.shape, k.shape)  # scratch
         np.matmul(dy, ff.w_down.T, out=d_hidden)  # (rows, d_ff)
         np.multiply(d_hidden, silu, out=d_gate_up[:, d_ff:])  # dU
         np.subtract(1.0, sigma, out=slope)  # (rows, d_ff): SiLU'(gate) = sigma (1 + gate (1 - sigma))
@@ -171,8 +178,9 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
         slope *= up
         np.multiply(d_hidden, slope, out=d_gate_up[:, :d_ff])  # dZ = dH U SiLU'(Z)
         dw_gate_up = normed_2.T @ d_gate_up  # (d, 2 d_ff)
-        dz_norm, dgamma_2 = _rms_back(d_gate_up @ w_gate_up.T, weights.norm_2, x_hat_2, r_2)
-        dz = dy + dz_norm  # (rows, d)
+        np.matmul(d_gate_up, w_gate_up.T, out=proj)  # (rows, d)
+        dgamma_2 = _rms_back(proj, weights.norm_2, x_hat_2, r_2, g, dx_norm)
+        np.add(dy, dx_norm, out=dz)  # (rows, d): the residual passes dy on
 
         np.matmul(dz, w.w_o.T, out=d_heads.reshape(batch * n, d))  # (rows, d): dO of the heads side by side
         d_heads = d_heads.transpose(0, 2, 3, 1, 4).reshape(q.shape)  # (batch, h_kv, G n, d_head), a copy
@@ -188,7 +196,8 @@ def fast_block_vjp(x: np.ndarray, weights: DecoderBlockWeights, n_heads: int, n_
         np.matmul(np.swapaxes(ds, -1, -2), q, out=dk)  # dK = dS^T (scale Q), summed over the group
         _turn(dk, cos, -sin, out=d_qkv[:, d:d + d_kv].reshape(batch, n, n_kv_heads, d_head).transpose(0, 2, 1, 3))
         dw_qkv = normed_1.T @ d_qkv  # (d, d + 2 d_kv)
-        dx_norm, dgamma_1 = _rms_back(d_qkv @ w_qkv.T, weights.norm_1, x_hat_1, r_1)
+        np.matmul(d_qkv, w_qkv.T, out=proj)  # (rows, d)
+        dgamma_1 = _rms_back(proj, weights.norm_1, x_hat_1, r_1, g, dx_norm)
         db_qkv = d_qkv.sum(axis=0)  # (d + 2 d_kv,)
         attention = MultiHeadWeights(dw_qkv[:, :d], dw_qkv[:, d:d + d_kv], dw_qkv[:, d + d_kv:], concat.T @ dz,
                                      db_qkv[:d], db_qkv[d:d + d_kv], db_qkv[d + d_kv:], dz.sum(axis=0))
