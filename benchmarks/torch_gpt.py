@@ -7,8 +7,7 @@ is_causal=True, enable_gqa=True)`` with rotary queries and keys (pairs interleav
 ``attnbook.positional.sinusoidal_frequencies``), ``F.silu`` gating in the SwiGLU network; a final
 ``F.rms_norm``; logits ``x @ E.T`` and ``F.cross_entropy``. The attention biases are zero and, as in the
 package, never trained: they are constants here. One training step (:class:`TorchTrainer`) is the step of
-``attnbook.learning.loop.fit``: the loss and its gradients, clipping to the global norm (written out, as
-the package computes it), ``torch.optim.Adam`` with betas (0.9, 0.98), eps 1e-9 and the Noam rate.
+``attnbook.learning.loop.fit``, shared by the twins (``torch_common.TwinTrainer``).
 
 PyTorch is a benchmark and test dependency only: this module is not part of ``attnbook``.
 ``code/tests/learning/models/test_gpt_torch.py`` checks that in float64 it gives the package's loss,
@@ -21,11 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnbook.learning.loop import BETAS, EPS
 from attnbook.learning.models.gpt import EPS as NORM_EPS
 from attnbook.learning.models.gpt import GPTConfig
-from attnbook.learning.optim import noam, tree_leaves
+from attnbook.learning.optim import tree_leaves
 from attnbook.positional import sinusoidal_frequencies
+from torch_common import TwinTrainer  # benchmarks/torch_common.py
 
 __all__ = ["TorchTrainer", "loss", "to_torch", "trained_leaves"]
 
@@ -85,25 +84,12 @@ def loss(params, tokens, config: GPTConfig) -> torch.Tensor:
     return F.cross_entropy(z.flatten(0, 1), tokens[:, 1:].flatten())
 
 
-class TorchTrainer:
-    """The step of ``attnbook.learning.loop.fit`` on the twin: loss, gradients, clipping, Adam at the Noam rate."""
+class TorchTrainer(TwinTrainer):
+    """The step of ``attnbook.learning.loop.fit`` on the twin (:class:`torch_common.TwinTrainer`) from an ``init_gpt`` tree."""
 
     def __init__(self, params, config: GPTConfig, dtype: torch.dtype = torch.float64):
-        self.config, self.params = config, to_torch(params, dtype)
-        self.leaves = trained_leaves(self.params)
-        self.optimizer = torch.optim.Adam(self.leaves, lr=1.0, betas=BETAS, eps=EPS)
-        self.steps = 0
+        self.params = to_torch(params, dtype)
+        super().__init__(trained_leaves(self.params), config)
 
-    def step(self, tokens) -> float:
-        """One training step on ``tokens``; returns the loss before the step."""
-        config = self.config
-        self.steps += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        value = loss(self.params, tokens, config)
-        value.backward()
-        grads = [leaf.grad for leaf in self.leaves]
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        torch._foreach_mul_(grads, (config.max_norm / norm).clamp(max=1.0))  # g min(1, c / |g|), as clip_tree
-        self.optimizer.param_groups[0]["lr"] = noam(self.steps, config.d_model, config.warmup)
-        self.optimizer.step()
-        return value.item()
+    def loss(self, tokens) -> torch.Tensor:
+        return loss(self.params, tokens, self.config)

@@ -10,9 +10,7 @@ self-attention and the decoder's cross-attention, causal for the decoder's self-
 ``y @ E.T``; ``F.cross_entropy(..., ignore_index=PAD, label_smoothing=eps)``, which is
 ``attnbook.learning.gradients.token_cross_entropy`` over the positions ``target_mask`` keeps (the
 reversal batches pad exactly there). One training step (:class:`TorchTrainer`) is the step of
-``attnbook.learning.loop.fit``: the loss and its gradients, clipping to a global norm (written out:
-``torch.nn.utils.clip_grad_norm_`` adds 1e-6 to the norm, the package does not), then
-``torch.optim.Adam`` with betas (0.9, 0.98), eps 1e-9 and the Noam rate of the step.
+``attnbook.learning.loop.fit``, shared by the twins (``torch_common.TwinTrainer``).
 
 PyTorch is a benchmark and test dependency only, never the package's: this module is not part of
 ``attnbook``. ``code/tests/learning/test_seq2seq_torch.py`` checks that in float64 it gives the
@@ -28,10 +26,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnbook.learning.loop import BETAS, EPS
-from attnbook.learning.optim import noam, tree_leaves
+from attnbook.learning.optim import tree_leaves
 from attnbook.learning.models.seq2seq import positions, ReversalConfig
 from attnbook.learning.tasks import PAD, Seq2SeqBatch
+from torch_common import TwinTrainer  # benchmarks/torch_common.py
 
 __all__ = ["TorchTrainer", "from_torch", "loss", "to_torch"]
 
@@ -106,29 +104,16 @@ def loss(params, batch: Seq2SeqBatch, config: ReversalConfig) -> torch.Tensor:
                            label_smoothing=config.label_smoothing)
 
 
-class TorchTrainer:
-    """The step of ``attnbook.learning.loop.fit`` on the twin: loss, gradients, clipping, Adam at the Noam rate.
+class TorchTrainer(TwinTrainer):
+    """The step of ``attnbook.learning.loop.fit`` on the twin (:class:`torch_common.TwinTrainer`).
 
     ``params`` is an ``init_reversal`` tree (numpy); the trainer holds its torch copy in ``dtype``
     (``self.params``, the same tree of tensors) and a ``torch.optim.Adam`` over its leaves.
     """
 
     def __init__(self, params, config: ReversalConfig, dtype: torch.dtype = torch.float64):
-        self.config, self.params = config, to_torch(params, dtype)
-        self.leaves = tree_leaves(self.params)  # the package's order, the order of its AdamState
-        self.optimizer = torch.optim.Adam(self.leaves, lr=1.0, betas=BETAS, eps=EPS)
-        self.steps = 0
+        self.params = to_torch(params, dtype)
+        super().__init__(tree_leaves(self.params), config)  # the package's order, the order of its AdamState
 
-    def step(self, batch: Seq2SeqBatch) -> float:
-        """One training step on ``batch``; returns the loss before the step."""
-        config = self.config
-        self.steps += 1
-        self.optimizer.zero_grad(set_to_none=True)
-        value = loss(self.params, batch, config)
-        value.backward()
-        grads = [leaf.grad for leaf in self.leaves]
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        torch._foreach_mul_(grads, (config.max_norm / norm).clamp(max=1.0))  # g min(1, c / |g|), as clip_tree
-        self.optimizer.param_groups[0]["lr"] = noam(self.steps, config.d_model, config.warmup)
-        self.optimizer.step()
-        return value.item()
+    def loss(self, batch: Seq2SeqBatch) -> torch.Tensor:
+        return loss(self.params, batch, self.config)

@@ -37,3 +37,20 @@ def display_path(path: Path) -> str:
         return path.resolve().relative_to(ROOT).as_posix()
     except ValueError:
         return str(path)
+
+
+def load_benchmark(name: str):
+    """The module ``benchmarks/<name>.py``, loaded from its file (``benchmarks/`` is not a package).
+
+    Its sibling ``torch_common`` (what the PyTorch twins share) is loaded first under that name, so the
+    twin's ``import torch_common`` finds it without a ``sys.path`` edit.
+    """
+    import importlib.util
+    import sys
+
+    for module_name in ("torch_common", name):
+        spec = importlib.util.spec_from_file_location(module_name, ROOT / "benchmarks" / f"{module_name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return module

@@ -51,12 +51,8 @@ def rms_norm_vjp(x, gamma=None, eps: float = 1e-6) -> tuple:
 
     Parameters
     ----------
-    x : array_like
-        ``(..., d)`` rows to normalise.
-    gamma : array_like, optional
-        ``(d,)`` the gain; default ones.
-    eps : float
-        Added to the mean square. Default ``1e-6``.
+    x, gamma, eps : array_like, array_like, float
+        As in :func:`attnbook.rms_norm`: ``(..., d)`` rows, ``(d,)`` gain (default ones), ``1e-6``.
 
     Returns
     -------
@@ -100,10 +96,8 @@ def swiglu_vjp(x, weights: SwiGLUWeights) -> tuple:
 
     Parameters
     ----------
-    x : array_like
-        ``(..., n, d_model)`` token vectors.
-    weights : SwiGLUWeights
-        ``w_gate``, ``w_up`` ``(d_model, d_ff)`` and ``w_down`` ``(d_ff, d_model)``.
+    x, weights : array_like, SwiGLUWeights
+        As in :func:`attnbook.swiglu_feed_forward`: ``(..., n, d_model)`` token vectors and the three matrices.
 
     Returns
     -------

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from attnbook.learning.analysis.gpt import gpt_head_scores
+from attnbook.learning.analysis.gpt_decoder import Cache, cached_step, generate
+from attnbook.learning.characters import decode_chars, encode_chars, splits, vocabulary
 from attnbook.learning.gradcheck import gradient_errors
 from attnbook.learning.models import gpt
 from attnbook.learning.models.scaffold import loss_and_gradients
@@ -54,13 +56,12 @@ def test_the_kv_cache_computes_the_logits_of_recomputing():
     config = SMALL._replace(context=24)
     params = gpt.init_gpt(config, seed=3)
     kwargs = dict(temperature=1.5, top_k=20, top_p=0.95, seed=4, rows=3)
-    assert gpt.generate(params, config, "KING:", 19, **kwargs) == gpt.generate(params, config, "KING:", 19,
+    assert generate(params, config, "KING:", 19, **kwargs) == generate(params, config, "KING:", 19,
                                                                             cache=False, **kwargs)
-    ids = gpt.encode_chars("To be, or not to be")
-    step, state = gpt._cached_step(params, config), None
-    from attnbook.learning.models.gpt import _Cache
+    ids = encode_chars("To be, or not to be")
+    step, state = cached_step(params, config), None
     empty = np.zeros((1, config.n_kv_heads, 0, config.d_model // config.n_heads), np.float32)
-    state = _Cache([empty] * config.n_layers, [empty] * config.n_layers)
+    state = Cache([empty] * config.n_layers, [empty] * config.n_layers)
     cached = []
     for t in ids:
         logits, state = step(state, np.array([t]))
@@ -71,12 +72,12 @@ def test_the_kv_cache_computes_the_logits_of_recomputing():
 
 def test_generation_refuses_more_than_the_context():
     with pytest.raises(ValueError, match="must together fit"):
-        gpt.generate(gpt.init_gpt(SMALL), SMALL, "abc", 6)
+        generate(gpt.init_gpt(SMALL), SMALL, "abc", 6)
 
 
 def test_the_splits_are_the_first_seven_plays_and_twelfth_night():
-    train, held_out = gpt.splits()
-    assert gpt.decode_chars(held_out[:13]) == "TWELFTH NIGHT" and "TWELFTH NIGHT" not in gpt.decode_chars(train[-50_000:])
+    train, held_out = splits()
+    assert decode_chars(held_out[:13]) == "TWELFTH NIGHT" and "TWELFTH NIGHT" not in decode_chars(train[-50_000:])
     assert 0.10 < len(held_out) / (len(train) + len(held_out)) < 0.12
 
 
@@ -84,10 +85,10 @@ def test_the_stored_model_reproduces_its_record_and_beats_the_ngram(stored):
     params, config, record = stored
     assert params.embedding.dtype == np.float32
     metrics = record["metrics"]
-    bpc = gpt.bits_per_character(params, gpt.splits()[1], config)
+    bpc = gpt.bits_per_character(params, splits()[1], config)
     assert bpc == pytest.approx(metrics["held_out_bits_per_character"], rel=1e-9)
-    baseline = fit_ngram(gpt.splits()[0], gpt.NGRAM_ORDER, len(gpt.vocabulary()), gpt.NGRAM_K)
-    ngram = ngram_bits_per_character(baseline, gpt.splits()[1])
+    baseline = fit_ngram(splits()[0], gpt.NGRAM_ORDER, len(vocabulary()), gpt.NGRAM_K)
+    ngram = ngram_bits_per_character(baseline, splits()[1])
     assert ngram == pytest.approx(metrics["ngram_held_out_bits_per_character"], rel=1e-12)
     assert bpc < ngram
     assert record["seconds"] < 600  # trained within ten minutes on this machine

@@ -2,8 +2,6 @@
 on the same weights and batch, the same loss, every gradient to rtol 1e-9, and the same parameters after three
 steps of ``attnbook.learning.loop.fit`` (clipping, Adam, Noam) to rtol 1e-8; in float32, the same loss to 1e-5."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -23,12 +21,9 @@ CONFIG = gpt.GPTConfig(d_model=16, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=24,
 def twin():
     """benchmarks/torch_gpt.py, loaded from its file (benchmarks/ is not a package; no sys.path edit)."""
     pytest.importorskip("torch")
-    from tools import ROOT
+    from tools import load_benchmark
 
-    spec = importlib.util.spec_from_file_location("torch_gpt", ROOT / "benchmarks" / "torch_gpt.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("torch_gpt")
 
 
 def float64(tree):

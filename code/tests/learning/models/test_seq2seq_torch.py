@@ -3,8 +3,6 @@ package: in float64, on the same weights and batches, the same loss, every gradi
 same parameters after three steps of ``attnbook.learning.loop.fit`` (clipping, Adam, Noam) to rtol 1e-8.
 So the training-throughput ratio of the benchmark compares one computation written twice."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -25,12 +23,9 @@ CONFIG = ReversalConfig(warmup=2, max_norm=0.5)
 def twin():
     """benchmarks/torch_reversal.py, loaded from its file (benchmarks/ is not a package; no sys.path edit)."""
     pytest.importorskip("torch")
-    from tools import ROOT
+    from tools import load_benchmark
 
-    spec = importlib.util.spec_from_file_location("torch_reversal", ROOT / "benchmarks" / "torch_reversal.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("torch_reversal")
 
 
 def batch(seed, n_sequences=CONFIG.batch_size):

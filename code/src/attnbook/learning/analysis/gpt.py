@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...validation import check_positive_int
+from ..characters import splits
 from ..gradients import log_softmax
 from ..models import gpt
 
@@ -89,7 +90,7 @@ def repeated_passages(config: gpt.GPTConfig, passage: int, count: int, seed: int
     passage, count = check_positive_int(passage, "passage", 2), check_positive_int(count, "count")
     if 2 * passage - 1 > config.context:
         raise ValueError(f"two copies of {passage} characters do not fit in config.context = {config.context}")
-    held_out = gpt.splits()[1]
+    held_out = splits()[1]
     starts = np.random.default_rng(seed).integers(0, len(held_out) - passage, size=count)  # (count,)
     once = held_out[starts[:, None] + np.arange(passage)]  # (count, L)
     return np.concatenate([once, once], axis=1)  # (count, 2L)
@@ -135,7 +136,7 @@ def gpt_head_scores(params, config: gpt.GPTConfig, n_windows: int = 64, passage:
     (True, (2, 2))
     """
     n_windows = check_positive_int(n_windows, "n_windows")
-    held_out, n = gpt.splits()[1], config.context
+    held_out, n = splits()[1], config.context
     starts = np.random.default_rng(seed).integers(0, len(held_out) - n, size=n_windows)  # (windows,)
     windows = held_out[starts[:, None] + np.arange(n)]  # (windows, n)
     a = gpt.gpt_forward(params, windows, config).attention  # (layers, windows, h, n, n)

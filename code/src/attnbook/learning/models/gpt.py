@@ -2,13 +2,12 @@
 
 The model: a token embedding ``E`` (tied: the same table scores the next character), ``n_layers``
 pre-norm blocks of RMSNorm, causal grouped-query attention with rotary queries and keys, a residual,
-RMSNorm, a SwiGLU network and a residual (:func:`attnbook.learning.modern_layers.rotary_block_vjp`), and
-a final RMSNorm. It trains in float32 on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`).
-
-The data: :func:`attnbook.text.corpus.shakespeare`, as characters. The vocabulary is the corpus's own
-76 characters; the **training split** is the first seven plays, the **held-out split** the eighth,
-*Twelfth Night*, which the model never reads while it trains. A batch is ``batch_size`` windows of
-``context + 1`` characters drawn at random positions of the training split.
+RMSNorm, a SwiGLU network and a residual (:func:`attnbook.learning.modern_layers.rotary_block_vjp`, run
+through its fast path :func:`attnbook.learning.fast_block.fast_block_vjp`), and a final RMSNorm. It
+trains in float32 on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`) on the
+characters of :mod:`attnbook.learning.characters`: a batch is ``batch_size`` windows of ``context + 1``
+characters drawn at random positions of the training split. Writing with it:
+:mod:`attnbook.learning.analysis.gpt_decoder`; its heads: :mod:`attnbook.learning.analysis.gpt`.
 
 >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=6, batch_size=2)
 >>> params = init_gpt(config, seed=0)
@@ -21,25 +20,22 @@ The data: :func:`attnbook.text.corpus.shakespeare`, as characters. The vocabular
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
-from ...modern import DecoderBlockWeights, init_decoder_block, rms_norm, swiglu_feed_forward
-from ...multihead import attend_grouped, merge_heads, split_heads
-from ...positional import rotate, sinusoidal_frequencies
-from ...text.corpus import shakespeare
+from ...modern import DecoderBlockWeights, init_decoder_block
+from ...positional import sinusoidal_frequencies
 from ...validation import Array, Dims, Stack, check_positive_int, check_weights
-from ..decoding import sample
+from ..characters import splits, vocabulary
+from ..fast_block import embedding_gradient, fast_block_vjp
 from ..gradients import log_softmax, token_entropy
-from ..layers import embedding_vjp, tied_logits_vjp
-from ..modern_layers import rms_norm_vjp, rotary_block_vjp
+from ..layers import tied_logits_vjp
+from ..modern_layers import rms_norm_vjp
 from ..optim import tree_map
 from . import scaffold
 
 __all__ = [
-    "HELD_OUT_PLAY",
     "MODEL",
     "NGRAM_K",
     "NGRAM_ORDER",
@@ -47,18 +43,13 @@ __all__ = [
     "GPTForward",
     "GPTParameters",
     "bits_per_character",
-    "decode_chars",
-    "encode_chars",
-    "generate",
+    "check_model",
     "gpt_batch",
     "gpt_forward",
     "init_gpt",
     "load_gpt",
-    "splits",
-    "vocabulary",
 ]
 
-HELD_OUT_PLAY = "TWELFTH NIGHT"  #: the title line where the held-out split (the corpus's last play) begins
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
 
@@ -139,97 +130,6 @@ class GPTForward(NamedTuple):
     attention: np.ndarray  # (n_layers, batch, h, n, n)
 
 
-@lru_cache(maxsize=1)
-def vocabulary() -> str:
-    """The model's characters: every character of the corpus, sorted (76 of them).
-
-    Returns
-    -------
-    str
-        The characters; character ``vocabulary()[i]`` is token ``i``.
-
-    Examples
-    --------
-    >>> v = vocabulary()
-    >>> len(v), v[:3] == "\\n !", v.index("a") > v.index("A")
-    (76, True, True)
-    """
-    return "".join(sorted(set(shakespeare())))
-
-
-def encode_chars(text: str) -> np.ndarray:
-    """Characters to token ids ``(len(text),)``; a character outside the vocabulary is an error.
-
-    Parameters
-    ----------
-    text : str
-        ASCII text of the corpus's characters.
-
-    Returns
-    -------
-    ndarray
-        ``(len(text),)`` int64.
-
-    Examples
-    --------
-    >>> decode_chars(encode_chars("To be"))
-    'To be'
-    >>> encode_chars("caf\\u00e9")
-    Traceback (most recent call last):
-    ...
-    ValueError: 'é' is not one of the model's 76 characters
-    """
-    index = {c: i for i, c in enumerate(vocabulary())}
-    for c in text:
-        if c not in index:
-            raise ValueError(f"{c!r} is not one of the model's {len(index)} characters")
-    return np.fromiter((index[c] for c in text), dtype=np.int64, count=len(text))
-
-
-def decode_chars(tokens) -> str:
-    """Token ids back to characters.
-
-    Parameters
-    ----------
-    tokens : array_like of int
-        ``(n,)`` ids in ``0 .. 75``.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> decode_chars([0, 1])
-    '\\n '
-    """
-    v = vocabulary()
-    return "".join(v[int(t)] for t in np.asarray(tokens).reshape(-1))
-
-
-@lru_cache(maxsize=1)
-def splits() -> tuple[np.ndarray, np.ndarray]:
-    """The corpus as token ids, cut where its last play begins: ``(train, held_out)``.
-
-    Returns
-    -------
-    tuple of ndarray
-        ``train`` (the first seven plays) and ``held_out`` (*Twelfth Night*), int64, read-only.
-
-    Examples
-    --------
-    >>> train, held_out = splits()
-    >>> decode_chars(held_out[:13]), len(train) + len(held_out) == len(shakespeare())
-    ('TWELFTH NIGHT', True)
-    """
-    text = shakespeare()
-    cut = text.index(HELD_OUT_PLAY)
-    tokens = encode_chars(text)
-    train, held_out = tokens[:cut], tokens[cut:]
-    train.flags.writeable = held_out.flags.writeable = False
-    return train, held_out
-
-
 def _checked_config(config) -> GPTConfig:
     scaffold.check_config(config, GPTConfig)
     if config.d_model % config.n_heads or (config.d_model // config.n_heads) % 2:
@@ -287,6 +187,33 @@ def _checked_params(params, config: GPTConfig) -> GPTParameters:
     return check_weights(params, GPTParameters, "params", dims)
 
 
+def check_model(params, config) -> tuple:
+    """``(params, config)``, checked as the model's own functions check them: the fields and every weight's shape.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    config : GPTConfig
+        The configuration they were made with.
+
+    Returns
+    -------
+    tuple
+        The two, unchanged when they pass.
+
+    Examples
+    --------
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
+    >>> check_model(init_gpt(config), config._replace(d_ff=6))
+    Traceback (most recent call last):
+    ...
+    ValueError: params.layers[0].feed_forward.w_gate has shape (8, 8) but config.d_model = 8 and config.d_ff = 6; expected (8, 6)
+    """
+    config = _checked_config(config)
+    return _checked_params(params, config), config
+
+
 def _checked_tokens(tokens, config: GPTConfig, name: str = "tokens") -> np.ndarray:
     tokens = np.asarray(tokens)  # (batch, n)
     if tokens.dtype.kind not in "iu":
@@ -316,13 +243,14 @@ def taped(params: GPTParameters, tokens: np.ndarray, config: GPTConfig) -> tuple
     >>> back(np.ones_like(out.logits)).embedding.dtype
     dtype('float32')
     """
-    x, embedding_back = embedding_vjp.unchecked(params.embedding, tokens)  # (batch, n, d_model)
+    x = params.embedding[tokens]  # (batch, n, d_model)
     theta = sinusoidal_frequencies(config.d_model // config.n_heads)  # (d_head / 2,): the rotary frequencies
-    attention, backs = [], []
-    for layer in params.layers:
-        (x, weights), back = rotary_block_vjp.unchecked(x, layer, config.n_heads, config.n_kv_heads, theta,
-                                                        EPS)  # (batch, n, d), (batch, h, n, n)
-        attention.append(weights)
+    batch, n = tokens.shape
+    attention = np.empty((config.n_layers, batch, config.n_heads, n, n), dtype=x.dtype)  # every block's weights
+    backs = []
+    for layer, weights in zip(params.layers, attention):
+        (x, _), back = fast_block_vjp(x, layer, config.n_heads, config.n_kv_heads, theta, EPS,
+                                      weights)  # (batch, n, d): rotary_block_vjp's fast path
         backs.append(back)
     normed, norm_back = rms_norm_vjp.unchecked(x, params.norm, EPS)  # (batch, n, d_model)
     logits, logits_back = tied_logits_vjp.unchecked(normed, params.embedding)  # (batch, n, V): RMS(x) E^T
@@ -334,10 +262,10 @@ def taped(params: GPTParameters, tokens: np.ndarray, config: GPTConfig) -> tuple
         for layer_back in reversed(backs):
             grads, dx = layer_back(dx)  # dx: (batch, n, d_model)
             layer_grads.append(_no_bias(grads))
-        d_table = embedding_back(dx) + d_table_out  # (V, d_model): the tied table gets both gradients
+        d_table = embedding_gradient(tokens, dx, len(params.embedding)) + d_table_out  # (V, d): both uses of E
         return GPTParameters(d_table, tuple(reversed(layer_grads)), dnorm)
 
-    return GPTForward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
+    return GPTForward(logits, attention), back  # (batch, n, V), (layers, batch, h, n, n)
 
 
 def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> GPTForward:
@@ -438,12 +366,12 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
 
     Examples
     --------
+    >>> from attnbook.learning.characters import encode_chars
     >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=8)
     >>> round(bits_per_character(init_gpt(config), encode_chars("To be, or not to be"), config), 1)   # untrained
     7.3
     """
-    config = _checked_config(config)
-    params = _checked_params(params, config)
+    params, config = check_model(params, config)
     tokens = np.asarray(tokens).reshape(-1)
     n = config.context + 1
     windows = tokens[: len(tokens) // n * n].reshape(-1, n)  # (windows, context + 1)
@@ -458,145 +386,34 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
     return total / (windows.shape[0] * config.context) / math.log(2)
 
 
-# --- generation: with and without a KV cache -----------------------------------------------------------
-
-
-class _Cache(NamedTuple):
-    keys: list  # per block: (rows, h_kv, length, d_head), rotated
-    values: list  # per block: (rows, h_kv, length, d_head)
-
-
-def _cached_step(params: GPTParameters, config: GPTConfig):
-    """``step(cache, tokens) -> (logits, cache)`` that runs one new position, reusing the cached keys and values."""
-    theta = sinusoidal_frequencies(config.d_model // config.n_heads)  # (d_head / 2,)
-    scale = 1.0 / math.sqrt(config.d_model // config.n_heads)
-
-    def step(cache: _Cache, tokens: np.ndarray) -> tuple:
-        position = cache.keys[0].shape[-2]  # the new token's position: the cache's length
-        angles = position * theta[None, :]  # (1, d_head / 2): the new position's turns
-        x = params.embedding[tokens][:, None, :]  # (rows, 1, d_model)
-        keys, values = [], []
-        for layer, k_old, v_old in zip(params.layers, cache.keys, cache.values):
-            a = layer.attention
-            normed = rms_norm.unchecked(x, layer.norm_1, EPS)  # (rows, 1, d_model)
-            q = rotate(split_heads.unchecked(normed @ a.w_q + a.b_q, config.n_heads), angles)  # (rows, h, 1, d_head)
-            k = rotate(split_heads.unchecked(normed @ a.w_k + a.b_k, config.n_kv_heads), angles)  # (rows, h_kv, 1, d)
-            v = split_heads.unchecked(normed @ a.w_v + a.b_v, config.n_kv_heads)  # (rows, h_kv, 1, d_head)
-            dtype = x.dtype
-            k = np.concatenate([k_old, k.astype(dtype)], axis=-2)  # (rows, h_kv, position + 1, d_head)
-            v = np.concatenate([v_old, v], axis=-2)
-            heads, _ = attend_grouped(q.astype(dtype), k, v, None, scale)  # (rows, h, 1, d_head): all seen
-            x = x + merge_heads.unchecked(heads) @ a.w_o + a.b_o  # (rows, 1, d_model)
-            x = x + swiglu_feed_forward.unchecked(rms_norm.unchecked(x, layer.norm_2, EPS), layer.feed_forward)
-            keys.append(k)
-            values.append(v)
-        logits = rms_norm.unchecked(x[:, 0], params.norm, EPS) @ params.embedding.T  # (rows, V)
-        return logits, _Cache(keys, values)
-
-    return step
-
-
-def _recomputing_step(params: GPTParameters, config: GPTConfig):
-    """``step(prefix, tokens) -> (logits, prefix)`` that runs the whole prefix again at every step."""
-    def step(prefix: np.ndarray, tokens: np.ndarray) -> tuple:
-        prefix = np.concatenate([prefix, tokens[:, None]], axis=1)  # (rows, t + 1)
-        return taped(params, prefix, config)[0].logits[:, -1], prefix  # (rows, V)
-
-    return step
-
-
-def generate(params: GPTParameters, config: GPTConfig, prompt: str, n_new: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, seed: int = 0, rows: int = 1,
-             cache: bool = True) -> list[str]:
-    r"""Continue ``prompt`` by ``n_new`` sampled characters, with or without a KV cache.
-
-    .. math:: c_{t+1} \sim \operatorname{softmax}\bigl(\operatorname{filter}(z_t / T)\bigr)
-
-    Sampling is :func:`attnbook.learning.decoding.sample` (temperature, top-k, nucleus). With ``cache``
-    each step runs the new position only and attends to the stored, already rotated keys and values
-    of the earlier ones; without, each step runs the whole text again. Both compute the same logits
-    (to float32 round-off), so the same seed writes the same text. The model reads at most
-    ``context`` characters, so the prompt and the new characters together may not exceed it.
-
-    Parameters
-    ----------
-    params : GPTParameters
-        The weights.
-    config : GPTConfig
-        The configuration.
-    prompt : str
-        At least one character of the vocabulary.
-    n_new : int
-        Characters to write.
-    temperature, top_k, top_p : optional
-        As in :func:`attnbook.learning.decoding.sample`.
-    seed : int, optional
-        The random source.
-    rows : int, optional
-        Continuations drawn together.
-    cache : bool, optional
-        Use the KV cache (default) or recompute every step.
-
-    Returns
-    -------
-    list of str
-        ``rows`` continuations (the new characters only).
-
-    Examples
-    --------
-    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=16)
-    >>> p = init_gpt(config)
-    >>> a = generate(p, config, "To be", 8, seed=1)
-    >>> len(a[0]), a == generate(p, config, "To be", 8, seed=1, cache=False)
-    (8, True)
-    """
-    config = _checked_config(config)
-    params = _checked_params(params, config)
-    ids = encode_chars(prompt)
-    n_new, rows = check_positive_int(n_new, "n_new"), check_positive_int(rows, "rows")
-    if len(ids) < 1 or len(ids) + n_new > config.context:
-        raise ValueError(f"the prompt ({len(ids)} characters) and n_new = {n_new} must together fit in "
-                         f"config.context = {config.context}, with at least one character of prompt")
-    vocab = len(vocabulary())
-    prefix = np.repeat(ids[None, :-1], rows, axis=0)  # (rows, len(prompt) - 1): all but the last character
-    if cache:
-        step = _cached_step(params, config)
-        d_head, dtype = config.d_model // config.n_heads, params.embedding.dtype
-        empty = np.zeros((rows, config.n_kv_heads, 0, d_head), dtype=dtype)  # (rows, h_kv, 0, d_head)
-        state = _Cache([empty] * config.n_layers, [empty] * config.n_layers)
-        for t in range(prefix.shape[1]):  # the prompt, one position at a time
-            state = step(state, prefix[:, t])[1]
-    else:
-        step, state = _recomputing_step(params, config), prefix
-    out = sample(step, state, rows, n_new, temperature, top_k, top_p, seed, bos=int(ids[-1]), eos=vocab)
-    return [decode_chars(row) for row in out.tokens]
+def _next_character_loss(logits: np.ndarray, tokens: np.ndarray, config: GPTConfig) -> tuple:
+    targets = tokens[:, 1:]  # (batch, n): position t predicts character t + 1
+    return token_entropy(logits, targets, np.ones(targets.shape, dtype=bool))
 
 
 MODEL = scaffold.Model(
     name="gpt", config=GPTConfig, init=lambda config, seed: init_gpt(config, seed),
     forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
-    loss=lambda logits, tokens, config: token_entropy(logits, tokens[:, 1:], np.ones(tokens[:, 1:].shape, dtype=bool)),
-    batch=lambda rng, config: draw(rng, config),
+    loss=_next_character_loss, batch=lambda rng, config: draw(rng, config),
     evaluate=lambda params, config: {"held_out_bits_per_character": bits_per_character(params, splits()[1], config)},
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
 )
 
 
 def load_gpt(directory=None) -> tuple:
-    """The stored GPT: ``(params, config, record)``, read from ``attnbook/data/trained``.
+    """The stored GPT: :func:`attnbook.learning.models.scaffold.load` of :data:`MODEL`.
 
     .. math:: \\texttt{gpt.npz}, \\texttt{gpt.json} \\mapsto (\\theta, \\text{config}, \\text{record})
 
     Parameters
     ----------
     directory : str or Path, optional
-        Another folder; default the package's data.
+        Another folder; default the package's ``data/trained``.
 
     Returns
     -------
     tuple
-        ``(params, config, record)``: float32 :class:`GPTParameters`, the :class:`GPTConfig` and the
-        training record (dict).
+        ``(params, config, record)``: float32 :class:`GPTParameters`, the :class:`GPTConfig`, the record (dict).
 
     Examples
     --------
