@@ -39,6 +39,14 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def file_at_revision(path: str, revision: str) -> str | None:
+    """The text of ``path`` (relative to the repository) at git ``revision``, or None where it did not exist."""
+    import subprocess
+
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{path}"], capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def load_benchmark(name: str):
     """The module ``benchmarks/<name>.py``, loaded from its file (``benchmarks/`` is not a package).
 

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from tools import ROOT
+from tools import ROOT, file_at_revision
 
 __all__ = ["docstring_lines", "folder_figures"]
 
@@ -55,9 +55,7 @@ def _working_tree() -> list[tuple[str, str]]:
 def _revision(rev: str) -> list[tuple[str, str]]:
     names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, str(PACKAGE)], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.split()
-    return [(Path(name).relative_to(PACKAGE).as_posix(),
-             subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT, check=True, capture_output=True,
-                            text=True).stdout)
+    return [(Path(name).relative_to(PACKAGE).as_posix(), file_at_revision(name, rev))
             for name in names if name.endswith(".py")]
 
 

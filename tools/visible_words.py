@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 from pathlib import Path
 
-from tools import ROOT
+from tools import ROOT, file_at_revision
 
 __all__ = ["main_path", "visible_words"]
 
@@ -64,10 +63,7 @@ def main_path(text: str) -> str | None:
 
 
 def _at_revision(path: Path, revision: str) -> str | None:
-    relative = path.resolve().relative_to(ROOT).as_posix()
-    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{relative}"],
-                           capture_output=True, text=True)
-    return shown.stdout if shown.returncode == 0 else None
+    return file_at_revision(path.resolve().relative_to(ROOT).as_posix(), revision)
 
 
 def main(argv: list[str] | None = None) -> None:
