@@ -16,6 +16,7 @@
 #   make package-lines  print each package folder's lines and the share that is docstrings
 #   make words      print the visible prose of every page (BASE=rev compares with a git revision;
 #                   MAIN=1 counts each chapter's main path, Overview to Summary)
+#   make translations  update the zh-Hant catalogs (locales/) from the English pages and print what is left to translate
 #   make clean      remove the build and the execution cache
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -29,7 +30,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: translations package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR)
 	$(PY) -m tools.build_book
@@ -111,6 +112,10 @@ bench-grading: $(STAMP) sandbox
 # the trained models (tools/train.py): weights and training records as package data, from fixed seeds
 train: $(STAMP)
 	$(PY) -m tools.train $(MODELS)
+
+# the translations' catalogs from the English (tools/translations.py; CONTRIBUTING.md, "Translations")
+translations: $(STAMP)
+	$(PY) -m tools.translations update
 
 # lines per package folder and their docstrings' share (tools/package_lines.py): printed figures, not a test
 package-lines: $(STAMP)

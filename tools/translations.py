@@ -1,0 +1,295 @@
+"""The book's translations: gettext catalogs made from the English pages, and what a catalog must hold.
+
+The English ``.md`` sources are the one source of every edition. Sphinx's gettext builder extracts their
+messages (paragraphs, headings, list items, table cells, captions, exercise titles) into one template per
+page; ``sphinx-intl`` merges each template into the language's catalog,
+``locales/<language>/LC_MESSAGES/<page>.po``, keeping what is translated, marking a message whose English
+changed a little *fuzzy* and adding new ones untranslated. A translated build reads those catalogs
+(``locale_dirs``) and parses each translated message again as MyST.
+
+``python -m tools.translations update`` (``make translations``) does the extraction and the merge;
+``python -m tools.translations check`` prints every problem :func:`catalog_problems` finds and each
+catalog's count of translated, fuzzy and untranslated messages (``sphinx-intl stat`` counts fuzzy ones as
+translated, ``upstream/sphinx-intl-stat-counts-fuzzy.md``, so the counts are read from the ``.po`` files here).
+
+A translated message must keep its English's markup: the same roles with the same targets (a ``{term}``,
+``{doc}`` or ``{ref}`` may say its text in the language, not point elsewhere), the same glued numbers,
+inline math, code and link targets. It must read as Taiwan writes: no Simplified character (OpenCC's ``s2tw`` conversion
+leaves it unchanged) and none of the mainland words of ``locales/<language>/taiwan_usage.tsv``, except in
+Chinese the English itself quotes (the glossary gives the sources' Simplified terms). :mod:`tests.test_translations` holds every
+catalog to these rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tools import ROOT, display_path
+
+LANGUAGES = {"zh_TW": "zh-Hant"}  # gettext's language code: the site folder and the pages' lang
+LOCALES = ROOT / "locales"
+I18N = ROOT / "_build" / "i18n"
+TEMPLATES = I18N / "gettext" / "_build" / "gettext"  # jupyter-book puts a build under <path-output>/_build
+CACHE = ROOT / "_build" / ".jupyter_cache"  # the English build's execution cache, shared by every language
+
+# --- the book's configuration for another builder or language ------------------------------------------------
+
+
+def generated_config(name: str, **sphinx_config) -> Path:
+    """_config.yml with ``sphinx_config`` added and the English build's execution cache, written to I18N/_config-<name>.yml.
+
+    Jupyter Book 1 takes no ``-D`` option; a second configuration file is how a build of the same sources
+    differs. Pointing ``execute.cache`` at the English build's cache means no language executes a notebook
+    the English build has executed.
+    """
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config.setdefault("execute", {})["cache"] = str(CACHE)
+    config["sphinx"]["config"].update(sphinx_config)
+    config["sphinx"]["config"].setdefault("project", config["title"])  # the catalogs' Project-Id-Version
+    I18N.mkdir(parents=True, exist_ok=True)
+    path = I18N / f"_config-{name}.yml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def extract() -> Path:
+    """Every page's message template (``.pot``) in TEMPLATES, from the English sources; returns TEMPLATES."""
+    from tools.execution import STATIC_ENV, fill_cache
+
+    fill_cache()  # the pages' glued values and outputs, from the English build's cache
+    # one catalog per page; no source lines in the catalogs (they would change with every English edit)
+    config = generated_config("gettext", gettext_compact=False, gettext_uuid=False, gettext_location=False)
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    run = subprocess.run([str(jupyter_book), "build", str(ROOT), "--config", str(config),
+                          "--path-output", str(I18N / "gettext"), "--builder", "custom",
+                          "--custom-builder", "gettext", "-W", "-n", "--keep-going", "--quiet"],
+                         cwd=ROOT, env={**os.environ, STATIC_ENV: "1"})
+    if run.returncode != 0:
+        raise RuntimeError("the gettext build failed (its messages are above)")
+    return TEMPLATES
+
+
+def update(language: str) -> None:
+    """Merge the templates into ``locales/<language>``: new messages untranslated, changed ones fuzzy, gone ones dropped."""
+    before = {po: po.read_bytes() for po in catalogs(language)}
+    sphinx_intl = Path(sys.executable).parent / "sphinx-intl"
+    subprocess.run([str(sphinx_intl), "update", "-p", str(TEMPLATES), "-l", language, "-d", str(LOCALES),
+                    "-w", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    for po in (LOCALES / language / "LC_MESSAGES").rglob("*.po"):  # obsolete entries: the English is gone
+        catalog = read_catalog(po)
+        if catalog.obsolete:
+            catalog.obsolete.clear()
+            write_catalog(catalog, po)
+        if po in before and _messages(po.read_bytes()) == _messages(before[po]):
+            po.write_bytes(before[po])  # only the header's dates changed: keep the file as it was
+
+
+def _messages(po_bytes: bytes) -> list[str]:
+    """A catalog's text without its header: what a translator changes."""
+    return po_bytes.decode("utf-8").split("\n\n", 1)[1:]
+
+
+# --- reading a catalog ----------------------------------------------------------------------------------------
+
+
+def read_catalog(path: Path):
+    from babel.messages.pofile import read_po
+
+    with path.open("rb") as stream:
+        return read_po(stream, abort_invalid=True)
+
+
+def write_catalog(catalog, path: Path) -> None:
+    from babel.messages.pofile import write_po
+
+    with path.open("wb") as stream:
+        write_po(stream, catalog, width=0, omit_header=False)
+
+
+def catalogs(language: str) -> list[Path]:
+    """The language's catalogs, one per page, in a fixed order."""
+    return sorted((LOCALES / language / "LC_MESSAGES").rglob("*.po"))
+
+
+# --- what a translated message must keep ------------------------------------------------------------------
+
+# a role whose text may be translated: {term}`text <target>` keeps its target only
+_TITLED_ROLES = {"term", "doc", "ref", "numref", "prf:ref", "download", "any"}
+_ROLE = re.compile(r"\{(?P<name>[\w:.+-]+)\}`(?P<body>[^`]*)`")
+_CODE = re.compile(r"``.+?``|`[^`\n]+`")
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)|<(?P<auto>https?://[^>\s]+)>")
+_FOOTNOTE = re.compile(r"\[\^[\w-]+\]")
+_SUBSTITUTION = re.compile(r"\{\{.+?\}\}")
+_TARGET = re.compile(r"<(?P<target>[^<>]+)>\s*$")
+
+
+def markup(message: str) -> tuple[Counter, str]:
+    """The markup tokens of a MyST ``message`` a translation must keep, and the text left without them.
+
+    >>> tokens, text = markup("A {term}`mask <Mask>` of $n$ keys; see {doc}`masks`, `m & c` and [PyTorch](https://pytorch.org).")
+    >>> sorted(tokens)
+    ['$n$', '[link](https://pytorch.org)', '`m & c`', '{doc}masks', '{term}mask']
+    >>> markup("一個 {term}`遮罩 <Mask>`")[0] == Counter({"{term}mask": 1})
+    True
+    """
+    tokens: Counter = Counter()
+
+    def role(match: re.Match) -> str:
+        name, body = match["name"], match["body"]
+        if name in _TITLED_ROLES:
+            titled = _TARGET.search(body)
+            body = titled["target"] if titled else body
+            body = body.lower() if name == "term" else body  # Sphinx matches glossary terms case-insensitively
+        tokens[f"{{{name}}}{body}"] += 1
+        return " "
+
+    def keep(match: re.Match) -> str:
+        tokens[match[0]] += 1
+        return " "
+
+    def link(match: re.Match) -> str:
+        tokens[f"[link]({match['target'] or match['auto']})"] += 1
+        return "]" if match["target"] else " "
+
+    text = _ROLE.sub(role, message)
+    for pattern in (_CODE, _MATH, _FOOTNOTE, _SUBSTITUTION):
+        text = pattern.sub(keep, text)
+    text = _LINK.sub(link, text)
+    return tokens, text
+
+
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def _traditional(text: str) -> str:
+    """``text`` with every Simplified character in Taiwan's Traditional form (OpenCC's ``s2tw``; no phrases)."""
+    from opencc import OpenCC
+
+    if not hasattr(_traditional, "converter"):
+        _traditional.converter = OpenCC("s2tw")
+    return _traditional.converter.convert(text)
+
+
+def taiwan_usage(language: str = "zh_TW") -> list[tuple[re.Pattern, str]]:
+    """The mainland words of ``locales/<language>/taiwan_usage.tsv`` (patterns) and the Taiwan word for each."""
+    path = LOCALES / language / "taiwan_usage.tsv"
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+    return [(re.compile(mainland), taiwan) for mainland, taiwan in rows[1:]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    catalog: Path
+    msgid: str
+    what: str
+
+    def __str__(self) -> str:
+        shown = self.msgid if len(self.msgid) <= 90 else self.msgid[:87] + "..."
+        return f"{display_path(self.catalog)}: {self.what}: {shown!r}"
+
+
+def message_problems(msgid: str, msgstr: str) -> list[str]:
+    """What is wrong with ``msgstr`` as the translation of ``msgid`` (nothing when it is empty: untranslated).
+
+    >>> message_problems("The {glue:text}`n` keys of {term}`attention <Attention>`.", "{term}`注意力 <Attention>`的 {glue:text}`n` 個鍵。")
+    []
+    >>> message_problems("The {glue:text}`n` keys.", "鍵。")
+    ['markup lost: {glue:text}n']
+    >>> message_problems("Default values of the program.", "程序的默認值。")
+    ['not Taiwan usage: 程序 in 程序的默認值 (Taiwan: 程式)', 'not Taiwan usage: 默認 in 程序的默認值 (Taiwan: 預設)']
+    >>> message_problems("The algorithm.", "演算法與这个算法。")
+    ['Simplified characters: 演算法與这个算法 -> 演算法與這個算法', 'not Taiwan usage: (?<!演)算法 in 演算法與这个算法 (Taiwan: 演算法)']
+    """
+    if not msgstr:
+        return []
+    found = []
+    english, _ = markup(msgid)
+    translated, text = markup(msgstr)
+    if lost := english - translated:
+        found.append("markup lost: " + ", ".join(sorted(lost.elements())))
+    if added := translated - english:
+        found.append("markup added: " + ", ".join(sorted(added.elements())))
+    quoted = set(_CJK_RUN.findall(msgid))  # Chinese the English quotes stays as written
+    for run in _CJK_RUN.findall(text):
+        if run in quoted:
+            continue
+        if (traditional := _traditional(run)) != run:
+            found.append(f"Simplified characters: {run} -> {traditional}")
+        for mainland, taiwan in taiwan_usage():
+            if mainland.search(run):
+                found.append(f"not Taiwan usage: {mainland.pattern} in {run} (Taiwan: {taiwan})")
+    return found
+
+
+def catalog_problems(path: Path) -> tuple[list[Problem], Counter]:
+    """Every problem of one catalog, and its counts of ``translated``, ``fuzzy`` and ``untranslated`` messages."""
+    counts: Counter = Counter()
+    problems = []
+    catalog = read_catalog(path)
+    language = path.relative_to(LOCALES).parts[0]
+    template = (TEMPLATES / path.relative_to(LOCALES / language / "LC_MESSAGES")).with_suffix(".pot")
+    if template.exists():  # after an extraction: the catalog holds the English of today, no more, no less
+        english = {m.id for m in read_catalog(template) if m.id}
+        held = {m.id for m in catalog if m.id}
+        problems += [Problem(path, msgid, "not in the catalog (run make translations)") for msgid in english - held]
+        problems += [Problem(path, msgid, "no longer in the English (run make translations)") for msgid in held - english]
+    for message in catalog:
+        if not message.id:
+            continue
+        if message.fuzzy:
+            counts["fuzzy"] += 1
+            problems.append(Problem(path, message.id, "fuzzy (its English changed: check and clear the flag)"))
+        elif not message.string:
+            counts["untranslated"] += 1
+            problems.append(Problem(path, message.id, "untranslated"))
+        else:
+            counts["translated"] += 1
+            _, text = markup(message.id)
+            if message.string == message.id and len(_ENGLISH_WORD.findall(text)) >= 3:
+                problems.append(Problem(path, message.id, "copied, not translated"))
+        problems += [Problem(path, message.id, what) for what in message_problems(message.id, message.string)]
+    return problems, counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["update", "check"])
+    parser.add_argument("--language", default="zh_TW", choices=sorted(LANGUAGES))
+    parser.add_argument("--no-extract", action="store_true", help="update from the templates already in " +
+                        display_path(TEMPLATES))
+    parser.add_argument("catalogs", nargs="*", type=Path, help="check only these .po files")
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        if not args.no_extract:
+            extract()
+        update(args.language)
+    total: Counter = Counter()
+    every = []
+    for path in [p.resolve() for p in args.catalogs] or catalogs(args.language):
+        problems, counts = catalog_problems(path)
+        total += counts
+        every += problems
+        print(f"{display_path(path)}: {counts['translated']} translated, {counts['fuzzy']} fuzzy, "
+              f"{counts['untranslated']} untranslated")
+    print(f"all: {total['translated']} translated, {total['fuzzy']} fuzzy, {total['untranslated']} untranslated")
+    if args.command == "check":
+        for problem in every:
+            print(problem)
+        return 1 if every else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
