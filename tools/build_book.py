@@ -12,6 +12,9 @@ again only when its code or the package changed. Sphinx then finds every noteboo
 website and the PDF share it. Outside these runs (a reader's kernel, nbval) the figures
 do not spend the time.
 
+Then the English pages' messages are extracted (tools/translations.py) and each other language's site is built
+from its catalogs into its folder of the site (:func:`build_translation`; the zh-Hant site in _build/html/zh-Hant).
+
 Each build prints its phases' times and records them in _build/build-times.json (``make build-times``).
 """
 
@@ -23,6 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 from tools import ROOT
 from tools.execution import STATIC_ENV, cached_sources, fill_cache
@@ -74,9 +79,57 @@ def record_times(what: str, times: dict) -> None:
     TIMES.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
 
 
+def build_translation(language: str) -> int:
+    """The site of ``language`` (a code of tools.translations.LANGUAGES), from its catalogs, into its folder of the site.
+
+    The same sources and execution cache as the English site, with the language's catalogs
+    (``locales/<language>``) and its own address under ``html.baseurl``; built in ``_build/i18n/<language>``
+    (so its environment and doctrees are its own) and then moved to ``_build/html/<folder>``. It has no
+    JupyterLite of its own: the English site's hosts Pyodide once.
+    """
+    import shutil
+
+    from tools.translations import I18N, LANGUAGES, LOCALES, generated_config, search_dictionary
+
+    folder = LANGUAGES[language]
+    english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    no_lite = [name for name in english["sphinx"]["extra_extensions"]
+               if name not in ("jupyterlite_sphinx", "tools.extensions.lite_build")]
+    site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))  # its words in the config
+    config = generated_config(language, language=language, locale_dirs=[str(LOCALES)], gettext_compact=False,
+                              html_baseurl=english["html"]["baseurl"].rstrip("/") + f"/{folder}/",
+                              html_search_options={"dict": str(search_dictionary(language))}, **site["sphinx"])
+    translated = yaml.safe_load(config.read_text(encoding="utf-8"))
+    translated["sphinx"]["extra_extensions"] = no_lite
+    translated["html"].update(site["html"])
+    translated["sphinx"]["config"] = {key: value for key, value in translated["sphinx"]["config"].items()
+                                      if not key.startswith("jupyterlite_")}
+    config.write_text(yaml.safe_dump(translated, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    out = I18N / language
+    built = out / "_build" / "html"
+    result = build(["--config", str(config), "--path-output", str(out)], built / "index.html", f"{folder} site",
+                   f"It is the folder {folder}/ of the site.")
+    if result == 0:
+        target = BUILD / "html" / folder
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(built, target)
+    return result
+
+
 def main() -> int:
-    return build([], BUILD / "html" / "index.html", "book",
-                 "Serve it offline with `make serve` (http://127.0.0.1:8000).")
+    from tools.translations import LANGUAGES
+
+    result = build([], BUILD / "html" / "index.html", "book",
+                   "Serve it offline with `make serve` (http://127.0.0.1:8000).")
+    if result == 0:  # the English's messages today, which tests/test_translations.py holds the catalogs to
+        from tools.translations import extract
+
+        start = time.perf_counter()
+        extract()
+        record_times("message templates", {"total_s": time.perf_counter() - start})
+    for language in LANGUAGES:
+        result = result or build_translation(language)
+    return result
 
 
 if __name__ == "__main__":

@@ -98,6 +98,34 @@ def _messages(po_bytes: bytes) -> list[str]:
     return po_bytes.decode("utf-8").split("\n\n", 1)[1:]
 
 
+def terms(language: str = "zh_TW") -> dict[str, str]:
+    """The book's term list, ``locales/<language>/terms.tsv``: each glossary entry's English term and its one term in the language."""
+    rows = [line.split("\t") for line in (LOCALES / language / "terms.tsv").read_text(encoding="utf-8").splitlines()
+            if line and not line.startswith("#")]
+    return dict(rows[1:])
+
+
+def search_dictionary(language: str = "zh_TW") -> Path:
+    """A Traditional Chinese word list for the search index's segmenter (jieba), written to I18N; returns its path.
+
+    jieba's dictionary is Simplified, so Traditional text falls apart into single characters. Its words are
+    converted with OpenCC (``s2tw``: characters only, each word keeps its frequency), and the book's terms are
+    added as whole words, so that 位置編碼 or 注意力機制 is one entry of the index as well as its parts.
+    """
+    import jieba
+    from opencc import OpenCC
+
+    words = (Path(jieba.__file__).parent / "dict.txt").read_text(encoding="utf-8").splitlines()
+    converted = OpenCC("s2tw").convert("\n".join(words)).splitlines()
+    lines = [tw for cn, tw in zip(words, converted) if tw != cn and len(tw.split(" ", 1)[0]) >= 2]
+    book = {term for term in terms(language).values() if _CJK_RUN.search(term)} | {"注意力機制"}
+    lines += [f"{term.replace(' ', '')} 100000 n" for term in sorted(book)]
+    path = I18N / f"search-words-{language}.txt"
+    I18N.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 # --- reading a catalog ----------------------------------------------------------------------------------------
 
 

@@ -203,6 +203,24 @@ def report_both_themes(browser, site_url: str, path: str) -> dict[str, PageRepor
 
 
 @pytest.fixture(scope="session")
+def light_report(browser, site_url):
+    """light_report(path) -> the PageReport of one visit in the light theme (the zh-Hant pages: axe in one theme)."""
+    reports: dict[str, PageReport] = {}
+
+    def report(path: str) -> PageReport:
+        if path not in reports:
+            page_visit = PageVisit(browser, site_url, path, "light")
+            try:
+                reports[path] = PageReport(page_visit)
+                reports[path].finish()
+            finally:
+                page_visit.close()
+        return reports[path]
+
+    return report
+
+
+@pytest.fixture(scope="session")
 def page_report(browser, site_url):
     """page_report(path, color_scheme="light") -> PageReport; each page is visited once for both colour schemes."""
     if not AXE.is_file():

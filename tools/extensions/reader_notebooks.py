@@ -26,8 +26,8 @@ sphinxcontrib-bibtex. A node kind it does not know is a warning, so an error of 
 
 At the end of the build (``build-finished``, before jupyterlite-sphinx builds the lite site) every page's
 ``_sources/<page>.ipynb`` download is replaced by its reader notebook, and the JupyterLite copies of the
-chapters are written (:data:`LITE_FOLDER`); the zip (tools/extensions/notebooks_zip.py) and ``make publish``
-(the launch buttons' branch, tools/publish.py) take theirs from :data:`READER_FOLDER` too. A reader notebook
+chapters are written (:data:`LITE` in :func:`reader_folder`); the zip (tools/extensions/notebooks_zip.py) and ``make publish``
+(the launch buttons' branch, tools/publish.py) take theirs from :func:`reader_folder` too (one folder per language). A reader notebook
 holding a MyST role or directive fence (:func:`raw_myst`) stops the build, naming it.
 """
 
@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 SOLUTION_IN_CODE = "in the folded code cell below (click it to show it)."
 READER_FOLDER = ROOT / "_build" / "reader-notebooks"  # <docname>.ipynb: links to the website
-LITE_FOLDER = READER_FOLDER / "lite"  # the chapters as JupyterLite holds them (_config.yml jupyterlite_contents)
+LITE = "lite"  # inside a reader folder: the chapters as JupyterLite holds them (_config.yml jupyterlite_contents)
 LITE_PAGES = "chapters/"  # the pages whose notebooks the zip and the lite site hold (not exercises/: hidden tests)
 
 # what a reader notebook's Markdown must never show: a MyST role, a directive fence, a target or an equation label
@@ -97,8 +97,14 @@ def notebook_raw_myst(notebook) -> list[str]:
             for finding in raw_myst(cell.source)]
 
 
-def reader_path(docname: str) -> Path:
-    return READER_FOLDER / f"{docname}.ipynb"
+def reader_folder(config) -> Path:
+    """The reader notebooks of a build in ``config.language``: READER_FOLDER for English, a sibling per other language."""
+    language = config.language or "en"
+    return READER_FOLDER if language == "en" else READER_FOLDER.with_name(f"{READER_FOLDER.name}-{language}")
+
+
+def reader_path(app, docname: str) -> Path:
+    return reader_folder(app.config) / f"{docname}.ipynb"
 
 
 class _Page(SimpleNamespace):
@@ -488,7 +494,7 @@ def write_reader_notebook(app, doctree, docname: str) -> None:
     found = notebook_raw_myst(notebook)
     if found:
         logger.warning(f"the reader notebook of {docname} shows raw MyST: {found[:5]}", location=docname)
-    path = reader_path(docname)
+    path = reader_path(app, docname)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(nbformat.writes(notebook), encoding="utf-8")
 
@@ -498,7 +504,7 @@ def pages_without_reader_notebook(app, env, added, changed, removed) -> list[str
     if app.builder.format != "html":
         return []
     return [docname for docname in env.found_docs - set(added) - set(changed)
-            if is_notebook_page(app, docname) and not reader_path(docname).is_file()]
+            if is_notebook_page(app, docname) and not reader_path(app, docname).is_file()]
 
 
 LINK = re.compile(r"\]\((?P<url>[^)\s]+)\)")
@@ -528,10 +534,10 @@ def localised(notebook, docname: str, placed: dict[str, str], base_url: str) -> 
 def reader_notebooks(app) -> dict[str, nbformat.NotebookNode]:
     """The reader notebook of every notebook page of the book, by docname; a missing one stops the build."""
     pages = sorted(docname for docname in app.env.found_docs if is_notebook_page(app, docname))
-    missing = [docname for docname in pages if not reader_path(docname).is_file()]
+    missing = [docname for docname in pages if not reader_path(app, docname).is_file()]
     if missing:
         raise RuntimeError(f"no reader notebook was written for {missing}: build again")
-    return {docname: nbformat.read(reader_path(docname), as_version=4) for docname in pages}
+    return {docname: nbformat.read(reader_path(app, docname), as_version=4) for docname in pages}
 
 
 def lite_name(docname: str) -> str:
@@ -550,11 +556,12 @@ def hand_out(app, exception) -> None:
         download.parent.mkdir(parents=True, exist_ok=True)
         download.write_text(nbformat.writes(notebook), encoding="utf-8")
     lite = {docname: lite_name(docname) for docname in notebooks if docname.startswith(LITE_PAGES)}
-    LITE_FOLDER.mkdir(parents=True, exist_ok=True)
-    for stale in LITE_FOLDER.glob("*.ipynb"):
+    lite_folder = reader_folder(app.config) / LITE
+    lite_folder.mkdir(parents=True, exist_ok=True)
+    for stale in lite_folder.glob("*.ipynb"):
         stale.unlink()
     for docname, name in lite.items():
-        (LITE_FOLDER / name).write_text(nbformat.writes(localised(notebooks[docname], docname, lite, base_url)),
+        (lite_folder / name).write_text(nbformat.writes(localised(notebooks[docname], docname, lite, base_url)),
                                         encoding="utf-8")
 
 

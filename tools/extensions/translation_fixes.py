@@ -22,6 +22,10 @@ replaced that node by "Exercise n (title)", the resolved title is given the same
 A solution's title repeats its exercise's from sphinx-exercise's registry, which holds the exercise as it was
 before the page was translated; after translation the registry is pointed at the translated exercise.
 
+**The extensions' own words.** sphinx-exercise and sphinx-proof ship no zh_TW catalog (their zh_CN one is not
+read for zh_TW), so the book's ``locales/zh_TW/LC_MESSAGES/exercise.po`` and ``proof.po`` are registered after
+theirs; the theme's strings come from the book's ``sphinx.po``, which Sphinx reads before the theme's own.
+
 The English build never parses a translated message, and the exercise titles render as before, so the
 extension changes nothing a reader of the English pages sees.
 """
@@ -104,6 +108,12 @@ class OfferResolvedExerciseTitles(SphinxPostTransform):
 
 
 def setup(app):
+    # the book's own catalogs of sphinx-exercise's and sphinx-proof's strings ("Exercise", "Theorem", ...), which
+    # ship none in zh_TW (upstream/sphinx-exercise-and-proof-no-zh-tw.md); read after theirs, so only where they lack one
+    from tools.translations import LOCALES
+
+    for catalog in ("exercise", "proof"):
+        app.add_message_catalog(catalog, str(LOCALES))
     # once per process, however many builds it runs
     if not hasattr(i18n.publish_msgstr, "__wrapped__"):
         i18n.publish_msgstr = _publishing_own_page_glue(i18n.publish_msgstr)

@@ -1,0 +1,132 @@
+"""The zh-Hant site, _build/html/zh-Hant, beside the English one (issue #28; tools/build_book.py, locales/).
+
+Every page of the book exists in both languages under the same name. Checked here: each zh-Hant page says its
+language, carries the English page's glued numbers, links its other-language pages (``hreflang``) and offers
+a switcher to the same page and section there and back; the theme's words on it are Traditional Chinese; its
+search index segments Traditional Chinese, so 注意力 and 位置編碼 find their chapters, in the browser too.
+Each zh-Hant page loads offline in Chromium with no console error, its images described and its formulas
+typeset, and axe-core finds no serious violation (light theme; the colours are the English site's, which
+tests/site/test_browser.py checks in both themes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from tools.built_site import HTML, toc_pages
+
+FOLDER = "zh-Hant"
+PAGES = toc_pages()
+SITE = HTML / FOLDER
+BASE = "https://attention-computed.github.io/attention-computed/"
+
+
+def read(path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def article(html: str) -> str:
+    found = re.search(r"<article\b.*?</article>", html, flags=re.S)
+    assert found, "the page has no <article>"
+    return found[0]
+
+
+def text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_has_its_zh_hant_page_in_traditional_chinese(page):
+    html = read(SITE / page)
+    assert re.search(r'<html lang="zh-TW"', html), f"{FOLDER}/{page} does not say it is zh-TW"
+    words = text(re.sub(r"<pre\b.*?</pre>", " ", article(html), flags=re.S))  # the prose, not the code
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", words))
+    assert cjk > 0.3 * len(re.findall(r"[A-Za-z]+", words)), f"{FOLDER}/{page} reads mostly English: {words[:200]}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_zh_hant_page_shows_the_english_pages_glued_numbers(page):
+    pasted = re.compile(r'<span class="pasted-text">(.*?)</span>', flags=re.S)
+    english = Counter(pasted.findall(read(HTML / page)))
+    translated = Counter(pasted.findall(read(SITE / page)))
+    assert translated == english, (f"glued values only in English: {english - translated}; "
+                                   f"only in zh-Hant: {translated - english}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_both_languages_link_each_other_by_hreflang_and_a_switcher_to_the_same_page(page):
+    for prefix, other, html in (("", f"{FOLDER}/", read(HTML / page)), (f"{FOLDER}/", "", read(SITE / page))):
+        alternates = dict(re.findall(r'<link rel="alternate" hreflang="([^"]+)" href="([^"]+)"', html))
+        assert alternates == {"en": BASE + page, "zh-Hant": BASE + f"{FOLDER}/{page}", "x-default": BASE + page}
+        targets = re.findall(r"window\.location\.assign\('([^']+)' \+ window\.location\.hash\)", html)
+        assert len(targets) == 1, f"{prefix}{page}: {len(targets)} language switchers"
+        opened = ((HTML / prefix / page).parent / targets[0]).resolve()
+        assert opened == (HTML / other / page).resolve(), f"{prefix}{page}: the switcher opens {targets[0]}"
+
+
+def _traditional(text: str) -> str:
+    from opencc import OpenCC
+
+    return OpenCC("s2tw").convert(text)
+
+
+@pytest.mark.parametrize("page", ["chapters/masks.html", "search.html", "genindex.html"])
+def test_the_themes_words_on_a_zh_hant_page_are_traditional_chinese(page):
+    html = read(SITE / page)
+    chrome = re.sub(r"<article\b.*?</article>", " ", html, flags=re.S)
+    words = " ".join(re.findall(r"[\u3400-\u9fff]+", text(chrome) + " ".join(re.findall(r'(?:title|aria-label|placeholder)="([^"]*)"', chrome))))
+    assert words, f"{page}: no Chinese outside the article (the theme's words stayed English)"
+    assert _traditional(words) == words, f"{page}: Simplified characters in the theme's words: {words}"
+    for english in ("Back to top", "previous page", "next page", "On this page", "Skip to main content"):
+        assert english not in text(chrome), f"{page}: the theme's '{english}' is not translated"
+
+
+def _search_index(folder) -> dict:
+    script = read(folder / "searchindex.js")
+    return json.loads(script[script.index("(") + 1: script.rindex(")")])
+
+
+@pytest.mark.parametrize("query, page", [("注意力", "chapters/scaled_dot_product_attention"),
+                                         ("位置編碼", "chapters/positional_encoding"),
+                                         ("遮罩", "chapters/masks")])
+def test_zh_hant_search_index_finds_a_chinese_term_on_its_chapter(query, page):
+    index = _search_index(SITE)
+    docs = index["terms"].get(query) or index["titleterms"].get(query)
+    assert docs is not None, f"the zh-Hant search index has no term {query}"
+    docs = docs if isinstance(docs, list) else [docs]
+    assert index["docnames"].index(page) in docs, f"{query} does not find {page}"
+
+
+def test_offline_zh_hant_search_finds_positional_encoding(visit):
+    page = visit(f"{FOLDER}/search.html?q=位置編碼").page
+    page.wait_for_selector("ul.search li a", timeout=20_000)
+    targets = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
+    assert any("positional_encoding.html" in t for t in targets), targets
+
+
+def test_switcher_keeps_the_readers_section_both_ways(visit):
+    section = "formal-theory"
+    visited = visit(f"chapters/masks.html#{section}")
+    page = visited.page
+    page.click("button.btn-language-zh-Hant-button")
+    page.wait_for_url(f"**/{FOLDER}/chapters/masks.html#{section}", timeout=10_000)
+    page.click("button.btn-language-en-button")
+    page.wait_for_url(f"**/chapters/masks.html#{section}", timeout=10_000)
+    assert f"/{FOLDER}/" not in page.url
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_zh_hant_page_loads_offline_described_typeset_and_accessible(light_report, path):
+    report = light_report(f"{FOLDER}/{path}")
+    assert report.external_requests == [], "the page asked the internet for something"
+    assert report.failed_requests == [], "some local requests failed"
+    assert report.console_errors == [], "the browser console logged errors"
+    for image in report.images:
+        assert image["loaded"] and image["alt"].strip(), f"image {image['src']}: not loaded or no alt text"
+    assert report.formulas["raw"] == [] and report.formulas["errors"] == [], report.formulas
+    assert report.serious_accessibility_violations == [], report.serious_accessibility_violations
+
