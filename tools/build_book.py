@@ -12,8 +12,10 @@ again only when its code or the package changed. Sphinx then finds every noteboo
 website and the PDF share it. Outside these runs (a reader's kernel, nbval) the figures
 do not spend the time.
 
-Then the English pages' messages are extracted (tools/translations.py) and each other language's site is built
-from its catalogs into its folder of the site (:func:`build_translation`; the zh-Hant site in _build/html/zh-Hant).
+Each other language's site is built first, from its catalogs, into its folder of the site
+(:func:`build_translation`; the zh-Hant site in _build/html/zh-Hant), so that the English site's JupyterLite
+holds its chapters too; then the English site; then the English pages' messages are extracted
+(tools/translations.py), which tests/test_translations.py holds the catalogs to.
 
 Each build prints its phases' times and records them in _build/build-times.json (``make build-times``).
 """
@@ -79,36 +81,49 @@ def record_times(what: str, times: dict) -> None:
     TIMES.write_text(json.dumps(recorded, indent=1) + "\n", encoding="utf-8")
 
 
-def build_translation(language: str) -> int:
-    """The site of ``language`` (a code of tools.translations.LANGUAGES), from its catalogs, into its folder of the site.
+def translated_config(language: str) -> Path:
+    """The configuration of the book in ``language`` (a code of tools.translations.LANGUAGES), for any builder.
 
-    The same sources and execution cache as the English site, with the language's catalogs
-    (``locales/<language>``) and its own address under ``html.baseurl``; built in ``_build/i18n/<language>``
-    (so its environment and doctrees are its own) and then moved to ``_build/html/<folder>``. It has no
-    JupyterLite of its own: the English site's hosts Pyodide once.
+    The same sources and execution cache as the English book, with the language's catalogs
+    (``locales/<language>``), its words that live in the configuration (``locales/<language>/site.yml``: the
+    footer, the code and toggle prompts, the PDF's fonts and heads), its own address under ``html.baseurl``
+    and its search's word list. It has no JupyterLite site of its own: its chapters are in the English site's
+    (``jupyterlite_contents``), which hosts Pyodide once; so it is built before the English site.
     """
+    from tools.translations import LANGUAGES, LOCALES, generated_config, search_dictionary
+
+    english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))
+    path = generated_config(language, language=language, locale_dirs=[str(LOCALES)], gettext_compact=False,
+                            html_baseurl=english["html"]["baseurl"].rstrip("/") + f"/{LANGUAGES[language]}/",
+                            html_search_options={"dict": str(search_dictionary(language))}, **site["sphinx"])
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    config["sphinx"]["extra_extensions"] = [name for name in english["sphinx"]["extra_extensions"]
+                                            if name != "jupyterlite_sphinx"]  # the English site hosts the lite site
+    config["sphinx"]["config"] = {key: value for key, value in config["sphinx"]["config"].items()
+                                  if not key.startswith("jupyterlite_")}
+    config["html"].update(site["html"])
+    path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def translation_output(language: str) -> Path:
+    """Where the book in ``language`` is built (its own environment, doctrees, site and LaTeX): _build/i18n/<language>."""
+    from tools.translations import I18N
+
+    return I18N / language
+
+
+def build_translation(language: str) -> int:
+    """The site of ``language`` from its catalogs, built in :func:`translation_output` and copied to its folder of the site."""
     import shutil
 
-    from tools.translations import I18N, LANGUAGES, LOCALES, generated_config, search_dictionary
+    from tools.translations import LANGUAGES
 
     folder = LANGUAGES[language]
-    english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    no_lite = [name for name in english["sphinx"]["extra_extensions"]
-               if name not in ("jupyterlite_sphinx", "tools.extensions.lite_build")]
-    site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))  # its words in the config
-    config = generated_config(language, language=language, locale_dirs=[str(LOCALES)], gettext_compact=False,
-                              html_baseurl=english["html"]["baseurl"].rstrip("/") + f"/{folder}/",
-                              html_search_options={"dict": str(search_dictionary(language))}, **site["sphinx"])
-    translated = yaml.safe_load(config.read_text(encoding="utf-8"))
-    translated["sphinx"]["extra_extensions"] = no_lite
-    translated["html"].update(site["html"])
-    translated["sphinx"]["config"] = {key: value for key, value in translated["sphinx"]["config"].items()
-                                      if not key.startswith("jupyterlite_")}
-    config.write_text(yaml.safe_dump(translated, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    out = I18N / language
-    built = out / "_build" / "html"
-    result = build(["--config", str(config), "--path-output", str(out)], built / "index.html", f"{folder} site",
-                   f"It is the folder {folder}/ of the site.")
+    built = translation_output(language) / "_build" / "html"
+    result = build(["--config", str(translated_config(language)), "--path-output", str(translation_output(language))],
+                   built / "index.html", f"{folder} site", f"It is the folder {folder}/ of the site.")
     if result == 0:
         target = BUILD / "html" / folder
         shutil.rmtree(target, ignore_errors=True)
@@ -119,16 +134,17 @@ def build_translation(language: str) -> int:
 def main() -> int:
     from tools.translations import LANGUAGES
 
-    result = build([], BUILD / "html" / "index.html", "book",
-                   "Serve it offline with `make serve` (http://127.0.0.1:8000).")
+    result = 0
+    for language in LANGUAGES:  # first: the English site's lite site holds their chapters too
+        result = result or build_translation(language)
+    result = result or build([], BUILD / "html" / "index.html", "book",
+                             "Serve it offline with `make serve` (http://127.0.0.1:8000).")
     if result == 0:  # the English's messages today, which tests/test_translations.py holds the catalogs to
         from tools.translations import extract
 
         start = time.perf_counter()
         extract()
         record_times("message templates", {"total_s": time.perf_counter() - start})
-    for language in LANGUAGES:
-        result = result or build_translation(language)
     return result
 
 

@@ -8,7 +8,7 @@ Colab and Binder open a notebook from a branch of the repository (sphinx-book-th
 book's pages point them at ``reader_notebooks_launch_branch`` (_config.yml) (tools/extensions/reader_notebooks.py), not at
 ``main``, whose paired notebooks are MyST sources. :func:`launch_folder` lays out that branch: every page's
 reader notebook where the page's source lies (the site's ``_sources/`` downloads: ``chapters/masks.ipynb``,
-``exercises/hw_masks.ipynb``), with what Binder builds the environment from (``runtime.txt``,
+``exercises/hw_masks.ipynb``; another language's in its folder, ``zh-Hant/chapters/masks.ipynb``), with what Binder builds the environment from (``runtime.txt``,
 ``requirements.txt``, which installs the package from ``code/``), the licences and a README.
 """
 
@@ -39,11 +39,12 @@ sources on `{branch}`.
 def launch_folder(html: Path = HTML, folder: Path = LAUNCH) -> Path:
     """The launch branch's files, from the built site in ``html``, in ``folder`` (emptied first)."""
     shutil.rmtree(folder, ignore_errors=True)
-    sources = html / "_sources"
-    for notebook in sorted(sources.rglob("*.ipynb")):
-        target = folder / notebook.relative_to(sources)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(notebook, target)
+    for language in book_config()["sphinx"]["config"]["book_languages"].values():  # "" for English, "zh-Hant/"
+        sources = html / language["folder"] / "_sources"
+        for notebook in sorted(sources.rglob("*.ipynb")):
+            target = folder / language["folder"] / notebook.relative_to(sources)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(notebook, target)
     for path in [ROOT / "runtime.txt", *package_files(ROOT)]:
         target = folder / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -86,7 +86,8 @@ def test_lite_site_hosts_a_pyodide_verified_against_npms_lock():
 
 
 def test_lite_site_holds_every_chapter_notebook_and_the_package_wheel():
-    assert sorted(p.stem for p in (LITE / "files").glob("*.ipynb")) == CHAPTERS
+    # each chapter in English and in zh-Hant (tests/site/test_translated_site.py opens the zh-Hant ones)
+    assert sorted(p.stem for p in (LITE / "files").glob("*.ipynb")) == sorted(CHAPTERS + [f"{c}.zh-Hant" for c in CHAPTERS])
     packages = hosted_lock()["packages"]
     entry = packages["attnbook"]
     wheel = HOSTED / entry["file_name"]

@@ -15,8 +15,12 @@ import json
 import re
 from collections import Counter
 
+from pathlib import Path
+
+import nbformat
 import pytest
 
+from tools import ROOT
 from tools.built_site import HTML, toc_pages
 
 FOLDER = "zh-Hant"
@@ -66,6 +70,28 @@ def test_both_languages_link_each_other_by_hreflang_and_a_switcher_to_the_same_p
         assert len(targets) == 1, f"{prefix}{page}: {len(targets)} language switchers"
         opened = ((HTML / prefix / page).parent / targets[0]).resolve()
         assert opened == (HTML / other / page).resolve(), f"{prefix}{page}: the switcher opens {targets[0]}"
+
+
+def _markdown(notebook: dict) -> str:
+    return "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "markdown")
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/") and (ROOT / p).with_suffix(".ipynb").exists()])
+def test_zh_hant_page_hands_out_its_notebook_in_zh_hant_download_and_jupyterlite(page):
+    from tools.extensions.reader_notebooks import notebook_raw_myst
+
+    html = read(SITE / page)
+    name = Path(page).stem
+    download = SITE / "_sources" / Path(page).with_suffix(".ipynb")
+    lite = HTML / "lite" / "files" / f"{name}.zh-Hant.ipynb"
+    assert f"lite/notebooks/index.html?path={name}.zh-Hant.ipynb" in html, "no JupyterLite button for the zh-Hant notebook"
+    english = json.loads(read((HTML / "_sources" / page).with_suffix(".ipynb")))
+    for path in (download, lite):
+        notebook = json.loads(read(path))
+        assert len(re.findall(r"[\u4e00-\u9fff]", _markdown(notebook))) > 200, f"{path}: its Markdown is not zh-Hant"
+        assert notebook_raw_myst(nbformat.from_dict(notebook)) == [], f"{path} shows raw MyST"
+        code = [c["source"] for c in notebook["cells"] if c["cell_type"] == "code"]
+        assert code == [c["source"] for c in english["cells"] if c["cell_type"] == "code"], f"{path}: other code"
 
 
 def _traditional(text: str) -> str:

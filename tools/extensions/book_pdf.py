@@ -48,8 +48,9 @@ def add_pdf_download_entry(app, pagename, templatename, context, doctree) -> Non
 
 
 def copy_built_pdf(app, exception) -> None:
-    if exception is None and app.builder.format == "html" and pdf_path().is_file():
-        copy_pdf_into_site(pdf_path(), Path(app.outdir))
+    pdf = pdf_path(app.config.language)  # the zh-Hant site links the zh-Hant PDF
+    if exception is None and app.builder.format == "html" and pdf.is_file():
+        copy_pdf_into_site(pdf, Path(app.outdir))
 
 
 def setup(app):

@@ -116,8 +116,16 @@ def lite_lock(pyodide_lock: dict, wheels: list[Path]) -> dict:
     return lock
 
 
+def hosts_the_lite_site(app) -> bool:
+    """Whether this build makes the lite site: the English one; another language's chapters are in it too
+    (``jupyterlite_contents``), so Pyodide is hosted once."""
+    from tools.extensions.languages import site_folder
+
+    return site_folder(app) == ""
+
+
 def write_lite_pyodide(app, exception) -> None:
-    if exception is not None or app.builder.format != "html":
+    if exception is not None or app.builder.format != "html" or not hosts_the_lite_site(app):
         return
     root = Path(app.srcdir)
     folder = Path(app.outdir) / LITE_DIR / PYODIDE_DIR
@@ -140,8 +148,10 @@ def lite_notebook(app, pagename: str) -> str | None:
     """The path of the page's notebook inside the lite site (its reader notebook), if the lite site holds it."""
     from tools.extensions.reader_notebooks import LITE_PAGES, is_notebook_page, lite_name
 
+    from tools.extensions.languages import site_folder
+
     if pagename.startswith(LITE_PAGES) and is_notebook_page(app, pagename):
-        return lite_name(pagename)  # jupyterlite-sphinx passes files one by one: they land at the lite root
+        return lite_name(pagename, site_folder(app))  # jupyterlite-sphinx puts every file at the lite root
     return None
 
 
@@ -150,7 +160,10 @@ def add_lite_launch_button(app, pagename, templatename, context, doctree) -> Non
     groups = [b for b in context.get("header_buttons", []) if b.get("label") == "launch-buttons"]
     if notebook is None or not groups:
         return
-    url = f"{context['pathto'](f'{LITE_DIR}/{LITE_APP}', 1)}?path={notebook}"
+    from tools.extensions.languages import site_folder
+
+    up = "../" * site_folder(app).count("/")  # another language's site is a folder of the English one, which hosts the lite site
+    url = f"{context['pathto'](f'{up}{LITE_DIR}/{LITE_APP}', 1)}?path={notebook}"
     groups[0]["buttons"].append({
         "type": "link",
         "text": "JupyterLite",
@@ -177,7 +190,7 @@ def start_lite_build_afresh(app) -> None:
     steps are done, and skips them next time even when their output is gone (after `make clean`, the
     lite site then lacked the settings of web/lite/jupyter-lite.json); and it lists in the site every
     extension folder it finds in its output, stale ones included."""
-    if app.builder.format != "html":
+    if app.builder.format != "html" or not hosts_the_lite_site(app):
         return
     (Path(app.srcdir) / DOIT_DB).unlink(missing_ok=True)
     shutil.rmtree(Path(app.outdir) / LITE_DIR, ignore_errors=True)

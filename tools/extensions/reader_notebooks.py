@@ -540,9 +540,11 @@ def reader_notebooks(app) -> dict[str, nbformat.NotebookNode]:
     return {docname: nbformat.read(reader_path(app, docname), as_version=4) for docname in pages}
 
 
-def lite_name(docname: str) -> str:
-    """The file name of a chapter in the lite site (jupyterlite-sphinx puts every file at its root)."""
-    return f"{Path(docname).name}.ipynb"
+def lite_name(docname: str, folder: str = "") -> str:
+    """The file name of a chapter in the lite site (jupyterlite-sphinx puts every file at its root); another
+    language's chapter is named after its site folder: ``masks.ipynb``, ``masks.zh-Hant.ipynb``."""
+    language = f".{folder.strip('/')}" if folder else ""
+    return f"{Path(docname).name}{language}.ipynb"
 
 
 def hand_out(app, exception) -> None:
@@ -555,7 +557,9 @@ def hand_out(app, exception) -> None:
         download = Path(app.outdir) / "_sources" / f"{docname}.ipynb"
         download.parent.mkdir(parents=True, exist_ok=True)
         download.write_text(nbformat.writes(notebook), encoding="utf-8")
-    lite = {docname: lite_name(docname) for docname in notebooks if docname.startswith(LITE_PAGES)}
+    from tools.extensions.languages import site_folder
+
+    lite = {docname: lite_name(docname, site_folder(app)) for docname in notebooks if docname.startswith(LITE_PAGES)}
     lite_folder = reader_folder(app.config) / LITE
     lite_folder.mkdir(parents=True, exist_ok=True)
     for stale in lite_folder.glob("*.ipynb"):
@@ -582,14 +586,21 @@ def launch_branch() -> str:
 def launch_on_reader_branch(app, pagename, templatename, context, doctree) -> None:
     """Point the page's Colab and Binder buttons at the launch branch, which holds the reader notebooks, instead
     of the source branch (``repository.branch``), whose paired notebooks are MyST."""
+    from tools.extensions.languages import site_folder
+
     source, target = app.config.html_theme_options.get("repository_branch", "main"), app.config[LAUNCH_BRANCH_CONFIG]
+    folder = site_folder(app)
     for group in context.get("header_buttons", []):
         if group.get("label") != "launch-buttons":
             continue
         for button in group.get("buttons", []):
             url = button.get("url", "")
             if url.startswith("https://mybinder.org/") or "colab.research.google.com" in url:
-                button["url"] = url.replace(f"/{source}?", f"/{target}?").replace(f"/blob/{source}/", f"/blob/{target}/")
+                url = url.replace(f"/{source}?", f"/{target}?").replace(f"/blob/{source}/", f"/blob/{target}/")
+                if folder:  # another language's notebooks lie in its folder of the branch (tools/publish.py)
+                    url = url.replace("urlpath=tree/", f"urlpath=tree/{folder}").replace(f"/blob/{target}/",
+                                                                                          f"/blob/{target}/{folder}")
+                button["url"] = url
 
 
 def setup(app):

@@ -112,7 +112,7 @@ def setup(app):
     # ship none in zh_TW (upstream/sphinx-exercise-and-proof-no-zh-tw.md); read after theirs, so only where they lack one
     from tools.translations import LOCALES
 
-    for catalog in ("exercise", "proof"):
+    for catalog in ("exercise", "proof", "booktheme"):  # booktheme: the words of the book's own header buttons
         app.add_message_catalog(catalog, str(LOCALES))
     # once per process, however many builds it runs
     if not hasattr(i18n.publish_msgstr, "__wrapped__"):
