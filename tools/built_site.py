@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 import threading
 from html.parser import HTMLParser
@@ -89,6 +90,14 @@ LISTEN_TO_LIVE_REGION = """id => { const live = document.getElementById(id).quer
   if (window.__liveObserver) window.__liveObserver.disconnect();
   window.__liveObserver = new MutationObserver(() => window.__announced.push(live.textContent));
   window.__liveObserver.observe(live, {childList: true, characterData: true, subtree: true}); }"""
+
+
+def cheat_sheet_labels() -> list[str]:
+    """The first cell of every row of the cheat sheet's tables (chapters/cheat_sheet.md) that is plain words: what a
+    printed cheat sheet must show, row by row (tests/site/test_cheat_sheet_print.py, tests/pdf/test_pdf.py)."""
+    source = (ROOT / "chapters" / "cheat_sheet.md").read_text(encoding="utf-8")
+    cells = [line.split("|")[1].strip() for line in source.splitlines() if line.startswith("| ") and "---" not in line]
+    return [cell for cell in cells if cell not in ("what", "step") and not re.search(r"[$`{\\]", cell)]
 
 
 def toc_pages() -> list[str]:

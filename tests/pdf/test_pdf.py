@@ -17,7 +17,7 @@ import pytest
 
 from tools import ROOT
 from tools.build_pdf import LATEX, pdf_path
-from tools.built_site import toc_pages
+from tools.built_site import cheat_sheet_labels, toc_pages
 
 PDF = pdf_path()
 CJK = "\u3400-\u4dbf\u4e00-\u9fff"
@@ -129,3 +129,16 @@ def test_pdf_names_the_website_it_is_printed_from_and_leaves_out_web_only_links(
     assert base_url in intro or base_url.rstrip("/") in intro
     assert "download the whole book as a PDF" not in intro  # the website's link to this very file
     assert "Licence and citation" in text and "CC BY 4.0" in text
+
+
+def test_cheat_sheet_appendix_is_one_landscape_page_with_every_row():
+    pages = poppler("pdftotext", str(PDF), "-").split("\f")
+    opening = "The formulas, shapes and costs of the book"  # the cheat sheet's first words
+    found = [number for number, page in enumerate(pages, start=1) if opening in flat(page)]
+    assert len(found) == 1, f"the cheat sheet's opening is on pages {found}"
+    page = found[0]
+    letters = re.sub(r"[^A-Za-z0-9]", "", pages[page - 1])  # pdftotext joins hyphenated and interleaves cells' lines
+    missing = [label for label in cheat_sheet_labels() if not all(w in letters for w in re.findall(r"[A-Za-z0-9]+", label))]
+    assert missing == [], f"rows not on the cheat sheet's page {page} (spilled over or lost): {missing}"
+    info = poppler("pdfinfo", "-f", str(page), "-l", str(page), str(PDF))
+    assert re.search(rf"Page\s+{page} rot:\s+(90|270)", info), f"page {page} is not landscape:\n{info}"

@@ -16,6 +16,8 @@
 * A saved ipywidget has no printed form. _config.yml makes myst-nb pick the widget view over its
   text form (``VBox(children=(HBox(...``) for LaTeX; the view is HTML, which LaTeX drops, so it is
   replaced here by a short note telling the reader where the interactive figure works.
+* The cheat sheet appendix prints on one page: its chapter is set in landscape, its tables in three columns
+  of small type (:class:`OnePageCheatSheet`), as the website prints it (web/src/book.css).
 """
 
 from __future__ import annotations
@@ -107,7 +109,32 @@ class WidgetViewsToNotes(SphinxPostTransform):
                 raw.replace_self(nodes.paragraph("", "", nodes.emphasis(WIDGET_NOTE, WIDGET_NOTE)))
 
 
+CHEAT_SHEET = "cheat-sheet"  # the cheat sheet's label (chapters/cheat_sheet.md): its section's id
+
+
+class OnePageCheatSheet(SphinxPostTransform):
+    """The cheat sheet on one landscape page: its chapter in ``landscape`` with a compact head, its tables in
+    three columns of small type (tools/extensions/cheatsheet.sty), as its page prints from the website
+    (web/src/book.css)."""
+
+    default_priority = 900
+    formats = ("latex",)
+
+    def run(self, **kwargs) -> None:
+        for section in list(self.document.findall(nodes.section)):
+            if CHEAT_SHEET not in section["ids"]:
+                continue
+            begin = nodes.raw("", "\\begin{landscape}\\cheatsheetcompact\n", format="latex")
+            section.parent.insert(section.parent.index(section), begin)
+            section.insert(1, nodes.raw("", "\\begin{cheatsheetcolumns}\n", format="latex"))
+            section.append(nodes.raw("", "\\end{cheatsheetcolumns}\n", format="latex"))
+            section.parent.insert(section.parent.index(section) + 1,
+                                  nodes.raw("", "\\end{landscape}\n", format="latex"))
+
+
 def setup(app):
+    app.add_latex_package("cheatsheet")  # tools/extensions/cheatsheet.sty (latex_additional_files in _config.yml)
+    app.add_post_transform(OnePageCheatSheet)
     # sphinx-jupyterbook-latex is loaded after this extension: run before (config) and after (builder) it
     app.connect("config-inited", remember_numbering_depth, priority=100)
     app.connect("builder-inited", fix_latex_writer, priority=900)
