@@ -14,8 +14,8 @@ translated, ``upstream/sphinx-intl-stat-counts-fuzzy.md``, so the counts are rea
 
 A translated message must keep its English's markup: the same roles with the same targets (a ``{term}``,
 ``{doc}`` or ``{ref}`` may say its text in the language, not point elsewhere), the same glued numbers,
-inline math, code and link targets. It must read as Taiwan writes: no Simplified character (OpenCC's ``s2tw`` conversion
-leaves it unchanged) and none of the mainland words of ``locales/<language>/taiwan_usage.tsv``, except in
+inline math, code and link targets. It must read as Taiwan writes: no Simplified character (OpenCC's ``s2tw`` conversion,
+character by character, leaves it unchanged) and none of the mainland words of ``locales/<language>/taiwan_usage.tsv``, except in
 Chinese the English itself quotes (the glossary gives the sources' Simplified terms). :mod:`tests.test_translations` holds every
 catalog to these rules.
 """
@@ -200,13 +200,29 @@ _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 
 
-def _traditional(text: str) -> str:
-    """``text`` with every Simplified character in Taiwan's Traditional form (OpenCC's ``s2tw``; no phrases)."""
+# characters that are the Simplified form of another character and also standard Traditional characters in
+# Taiwan (干擾, 划船, 游泳, 占卜, 公里, 只, 台, ...): without the word around them a character check cannot judge them
+_BOTH_FORMS = set("干划游占里只台后面系松才斗谷丑云范表卷征制志余折朴冬凶卜")
+
+
+def simplified_characters(text: str) -> list[str]:
+    """The characters of ``text`` that Taiwan writes otherwise (OpenCC's ``s2tw``, one character at a time, so that
+    no word of Traditional text is rewritten: 分布, 說明了 stay), in order, each once.
+
+    >>> simplified_characters("这个注意力機制的权重分布")
+    ['这', '个', '权']
+    """
     from opencc import OpenCC
 
-    if not hasattr(_traditional, "converter"):
-        _traditional.converter = OpenCC("s2tw")
-    return _traditional.converter.convert(text)
+    if not hasattr(simplified_characters, "converter"):
+        simplified_characters.converter = OpenCC("s2tw")
+    convert = simplified_characters.converter.convert
+    found = []
+    for character in text:
+        if (_CJK_RUN.fullmatch(character) and character not in _BOTH_FORMS and character not in found
+                and convert(character) != character):
+            found.append(character)
+    return found
 
 
 def taiwan_usage(language: str = "zh_TW") -> list[tuple[re.Pattern, str]]:
@@ -215,6 +231,22 @@ def taiwan_usage(language: str = "zh_TW") -> list[tuple[re.Pattern, str]]:
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()
             if line and not line.startswith("#")]
     return [(re.compile(mainland), taiwan) for mainland, taiwan in rows[1:]]
+
+
+def _literal_asterisks(text: str) -> int:
+    """How many asterisks of the MyST ``text`` CommonMark shows as asterisks, not emphasis (an asterisk of math
+    or code counts in the English and its translation alike).
+
+    A closing ``**`` after punctuation and before a letter does not close (``**粗體。**後文``), so MyST prints it.
+
+    >>> _literal_asterisks("**粗體**。"), _literal_asterisks("**粗體。**後文")
+    (0, 4)
+    """
+    from markdown_it import MarkdownIt
+
+    if not hasattr(_literal_asterisks, "parser"):
+        _literal_asterisks.parser = MarkdownIt("commonmark")
+    return re.sub(r"<[^>]+>", "", _literal_asterisks.parser.renderInline(text)).count("*")
 
 
 @dataclass(frozen=True)
@@ -238,7 +270,7 @@ def message_problems(msgid: str, msgstr: str) -> list[str]:
     >>> message_problems("Default values of the program.", "程序的默認值。")
     ['not Taiwan usage: 程序 in 程序的默認值 (Taiwan: 程式)', 'not Taiwan usage: 默認 in 程序的默認值 (Taiwan: 預設)']
     >>> message_problems("The algorithm.", "演算法與这个算法。")
-    ['Simplified characters: 演算法與这个算法 -> 演算法與這個算法', 'not Taiwan usage: (?<!演)算法 in 演算法與这个算法 (Taiwan: 演算法)']
+    ['Simplified characters: 这个 in 演算法與这个算法', 'not Taiwan usage: (?<!演)算法 in 演算法與这个算法 (Taiwan: 演算法)']
     """
     if not msgstr:
         return []
@@ -249,12 +281,14 @@ def message_problems(msgid: str, msgstr: str) -> list[str]:
         found.append("markup lost: " + ", ".join(sorted(lost.elements())))
     if added := translated - english:
         found.append("markup added: " + ", ".join(sorted(added.elements())))
+    if _literal_asterisks(msgstr) > _literal_asterisks(msgid):
+        found.append("emphasis that shows its asterisks (CommonMark: put the punctuation outside **...**)")
     quoted = set(_CJK_RUN.findall(msgid))  # Chinese the English quotes stays as written
     for run in _CJK_RUN.findall(text):
         if run in quoted:
             continue
-        if (traditional := _traditional(run)) != run:
-            found.append(f"Simplified characters: {run} -> {traditional}")
+        if simplified := simplified_characters(run):
+            found.append(f"Simplified characters: {''.join(simplified)} in {run}")
         for mainland, taiwan in taiwan_usage():
             if mainland.search(run):
                 found.append(f"not Taiwan usage: {mainland.pattern} in {run} (Taiwan: {taiwan})")
@@ -285,7 +319,8 @@ def catalog_problems(path: Path) -> tuple[list[Problem], Counter]:
         else:
             counts["translated"] += 1
             _, text = markup(message.id)
-            if message.string == message.id and len(_ENGLISH_WORD.findall(text)) >= 3:
+            display_math = message.id.startswith("\n")  # a $$ block: LaTeX, which may stay as it is
+            if message.string == message.id and not display_math and len(_ENGLISH_WORD.findall(text)) >= 3:
                 problems.append(Problem(path, message.id, "copied, not translated"))
         problems += [Problem(path, message.id, what) for what in message_problems(message.id, message.string)]
     return problems, counts
