@@ -5,7 +5,9 @@ training batch; :func:`loss_and_gradients` chains them, :func:`train` trains the
 :func:`attnbook.learning.loop.fit` (Adam, the schedule, clipping, seeded batches, the progress bar) and
 :func:`load` reads a stored one back (:mod:`attnbook.learning.store`). Every model's configuration is a
 NamedTuple checked by :func:`check_config`; its parameters a NamedTuple of arrays whose fields declare
-their layouts, checked by :func:`attnbook.validation.check_weights`.
+their layouts, checked with the configuration by :func:`check_model`, the boundary every model's public
+functions and analyses share; :func:`batcher` and :func:`loader` make a model's checked batches and its
+stored weights' loader. A forward pass returns :class:`Forward` (or the model's own richer tuple).
 
 >>> from attnbook.learning.models.recall import MODEL, RecallConfig
 >>> config = RecallConfig(n_steps=3, batch_size=4)
@@ -22,12 +24,15 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ...validation import Dims, check_positive_int
+import numpy as np
+
+from ...validation import Dims, check_positive_int, check_weights
 from ..gradients import entropy, entropy_grads
 from ..loop import fit
 from ..store import load_trained, trained_path
 
-__all__ = ["Model", "check_config", "config_dims", "load", "loader", "loss_and_gradients", "train"]
+__all__ = ["Forward", "Model", "Trained", "batcher", "check_config", "check_model", "config_dims", "load", "loader",
+           "loss_and_gradients", "train"]
 
 
 class Model(NamedTuple):
@@ -52,6 +57,9 @@ class Model(NamedTuple):
         ``evaluate(params, config) -> dict``, the metrics of a training record.
     fit_options : callable
         ``fit_options(config) -> dict``, the keywords of :func:`attnbook.learning.loop.fit` (rate, clipping).
+    layout, check, dims : optional
+        For :func:`check_model`: the NamedTuple of the parameters, ``check(config) -> config`` (the model's
+        :func:`check_config` and its own), ``dims(config) ->`` the sizes of :func:`config_dims`.
 
     Examples
     --------
@@ -68,6 +76,47 @@ class Model(NamedTuple):
     batch: Callable
     evaluate: Callable
     fit_options: Callable
+    layout: type | None = None
+    check: Callable | None = None
+    dims: Callable | None = None
+
+
+class Forward(NamedTuple):
+    """A decoder's (or encoder's) forward pass: the scores and every layer's attention, ``logits, attention = ...``.
+
+    Attributes
+    ----------
+    logits, attention : ndarray
+        ``(batch, n, V)`` the scores of each position; ``(n_layers, batch, n_heads, n, n)`` every layer's
+        attention weights (the model's docstring says its own layout).
+
+    Examples
+    --------
+    >>> Forward(logits=None, attention=None)._fields
+    ('logits', 'attention')
+    """
+
+    logits: object  # (batch, n, V)
+    attention: object  # (n_layers, batch, h, n, n)
+
+
+class Trained(NamedTuple):
+    """A stored model as :func:`load` reads it: ``params, config, record = ...``.
+
+    Attributes
+    ----------
+    params, config, record
+        The parameters, the configuration they were trained with, the training record (a dict).
+
+    Examples
+    --------
+    >>> Trained(None, None, {"seed": 0}).record["seed"]
+    0
+    """
+
+    params: object
+    config: object
+    record: dict
 
 
 def check_config(config, kind: type, minimum: dict | None = None, own: tuple = ()) -> NamedTuple:
@@ -147,6 +196,68 @@ def config_dims(config, names: tuple, **more) -> Dims:
     dims = Dims(**{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}") for name in names}, **more)
     dims.alias("d_kv", "d_model")
     return dims
+
+
+def check_model(model: Model, params, config) -> tuple:
+    """The boundary of a model's public functions: ``(params, config)``, each checked and against the other.
+
+    ``model.check`` checks the configuration, :func:`attnbook.validation.check_weights` every weight's
+    layout (``model.layout``) at the sizes ``model.dims(config)`` fixes.
+
+    Parameters
+    ----------
+    model : Model
+        The model, with its ``layout``, ``check`` and ``dims``.
+    params, config : NamedTuple
+        Its parameters and the configuration they were made with.
+
+    Returns
+    -------
+    tuple
+        ``(params, config)``, unchanged when they pass.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.seq2seq import MODEL, ReversalConfig
+    >>> check_model(MODEL, tuple(MODEL.init(ReversalConfig(), 0)), ReversalConfig())
+    Traceback (most recent call last):
+    ...
+    TypeError: params must be ReversalParameters, got tuple
+    """
+    config = model.check(config)
+    return check_weights(params, model.layout, "params", model.dims(config)), config
+
+
+def batcher(model: Model) -> Callable:
+    """The checked batches of a model, ``draw_batch(rng, config)``: ``model.batch`` behind the checks of both.
+
+    Parameters
+    ----------
+    model : Model
+        The model, with its ``check``.
+
+    Returns
+    -------
+    callable
+        ``draw_batch(rng, config)``: ``config`` checked by ``model.check``, ``rng`` a ``numpy.random.Generator``.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.gpt import MODEL, GPTConfig
+    >>> batcher(MODEL)(0, GPTConfig())
+    Traceback (most recent call last):
+    ...
+    TypeError: rng must be a numpy Generator, got int
+    """
+    def draw_batch(rng, config):
+        config = model.check(config)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        return model.batch(rng, config)
+
+    draw_batch.__doc__ = (f"A training batch of {model.name!r} drawn from ``rng`` (a ``numpy.random.Generator``), "
+                          f"its ``config`` checked: :func:`attnbook.learning.models.scaffold.batcher`.")
+    return draw_batch
 
 
 def entropy_loss(logits, targets) -> tuple:
@@ -279,17 +390,15 @@ def load(model: Model, directory=None) -> tuple:
     return params, config, record
 
 
-def loader(model: Model, wrap: Callable = tuple) -> Callable:
-    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, its result wrapped.
+def loader(model: Model) -> Callable:
+    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, a :class:`Trained`.
 
-    .. math:: \texttt{directory} \mapsto \operatorname{wrap}(\operatorname{load}(\text{model}, \texttt{directory}))
+    .. math:: \texttt{directory} \mapsto \operatorname{Trained}(\operatorname{load}(\text{model}, \texttt{directory}))
 
     Parameters
     ----------
     model : Model
         The stored model.
-    wrap : callable, optional
-        Applied to ``(params, config, record)`` (a NamedTuple class, say); default ``tuple``.
 
     Returns
     -------
@@ -299,13 +408,13 @@ def loader(model: Model, wrap: Callable = tuple) -> Callable:
     Examples
     --------
     >>> from attnbook.learning.models.induction import MODEL
-    >>> params, config, record = loader(MODEL)()
-    >>> record["seed"], type(config).__name__
+    >>> trained = loader(MODEL)()
+    >>> trained.record["seed"], type(trained.config).__name__
     (0, 'InductionConfig')
     """
     def load_model(directory=None):
-        return wrap(load(model, directory))
+        return Trained._make(load(model, directory))
 
     load_model.__doc__ = (f"The stored model {model.name!r}, read from ``attnbook/data/trained`` (or ``directory``) by "
-                          f":func:`attnbook.learning.models.scaffold.load`: ``(params, config, record)``.")
+                          f":func:`attnbook.learning.models.scaffold.load`: a ``Trained`` ``(params, config, record)``.")
     return load_model

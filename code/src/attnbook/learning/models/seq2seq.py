@@ -31,14 +31,14 @@ import numpy as np
 from ...positional import sinusoidal_encoding
 from ...transformer import DecoderLayerWeights, EncoderLayerWeights, init_decoder_layer, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Stack, check_weights
+from ...validation import Array, Stack
 from ..gradients import token_entropy
 from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, draw_reversal, reversal_batch
 from . import scaffold
 
-__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "TrainedReversal", "check_params",
-           "held_out_batch", "init_reversal", "load_reversal", "reversal_forward", "reversal_loss_and_gradients"]
+__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "held_out_batch", "init_reversal",
+           "load_reversal", "reversal_forward", "reversal_loss_and_gradients"]
 
 
 class ReversalConfig(NamedTuple):
@@ -141,30 +141,9 @@ def _check_config(config) -> ReversalConfig:
     return config
 
 
-def check_params(params, config: ReversalConfig) -> tuple:
-    """The model's boundary, which its analyses share: ``(params, config)``, checked against each other.
-
-    Parameters
-    ----------
-    params, config
-        As in :func:`reversal_forward`.
-
-    Returns
-    -------
-    tuple
-        ``(params, config)``.
-
-    Examples
-    --------
-    >>> check_params(tuple(init_reversal()), ReversalConfig())
-    Traceback (most recent call last):
-    ...
-    TypeError: params must be ReversalParameters, got tuple
-    """
-    config = _check_config(config)
-    dims = scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+def _dims(config: ReversalConfig):
+    return scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
                                 vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"))
-    return check_weights(params, ReversalParameters, "params", dims), config
 
 
 def init_reversal(config: ReversalConfig = ReversalConfig(), seed: int = 0) -> ReversalParameters:
@@ -286,7 +265,7 @@ def reversal_forward(params: ReversalParameters, source, target_in, config: Reve
     >>> bool(np.array_equal(out.logits.argmax(axis=-1), batch.target_out))
     True
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     source = check_tokens(source, "source", config.vocab_size, real=True)  # (batch, n_src)
     target_in = check_tokens(target_in, "target_in", config.vocab_size)  # (batch, n_tgt)
     if target_in.shape[0] != source.shape[0]:
@@ -320,27 +299,8 @@ def reversal_loss_and_gradients(params: ReversalParameters, batch: Seq2SeqBatch,
     >>> 2.0 < loss < 4.0, grads.encoder[0].self_attention.w_q.shape
     (True, (8, 8))
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     return scaffold.loss_and_gradients(MODEL, params, check_seq2seq_batch(batch, config.vocab_size), config)
-
-
-class TrainedReversal(NamedTuple):
-    """The stored model, as :func:`attnbook.learning.models.scaffold.load` reads it.
-
-    Attributes
-    ----------
-    params, config, record
-        :class:`ReversalParameters`, the :class:`ReversalConfig` it was trained with, the training record.
-
-    Examples
-    --------
-    >>> load_reversal().config.d_model
-    32
-    """
-
-    params: ReversalParameters
-    config: ReversalConfig
-    record: dict
 
 
 def held_out_batch(config: ReversalConfig) -> Seq2SeqBatch:
@@ -381,7 +341,8 @@ MODEL = scaffold.Model(
     batch=lambda rng, c: draw_reversal(rng, c.batch_size, c.n_symbols, c.min_length, c.max_length),
     evaluate=_evaluate,
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm},
+    layout=ReversalParameters, check=_check_config, dims=_dims,
 )
 
 
-load_reversal = scaffold.loader(MODEL, TrainedReversal._make)  # (params, config, record) of data/trained/reversal
+load_reversal = scaffold.loader(MODEL)  # Trained(params, config, record) of data/trained/reversal
