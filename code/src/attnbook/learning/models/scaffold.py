@@ -4,10 +4,11 @@ A :class:`Model` says how to initialise the parameters, run the taped forward pa
 training batch; :func:`loss_and_gradients` chains them, :func:`train` trains the model with
 :func:`attnbook.learning.loop.fit` (Adam, the schedule, clipping, seeded batches, the progress bar) and
 :func:`load` reads a stored one back (:mod:`attnbook.learning.store`). Every model's configuration is a
-NamedTuple checked by :func:`check_config`; its parameters a NamedTuple of arrays whose fields declare
-their layouts, checked with the configuration by :func:`check_model`, the boundary every model's public
-functions and analyses share; :func:`batcher` and :func:`loader` make a model's checked batches and its
-stored weights' loader. A forward pass returns :class:`Forward` (or the model's own richer tuple).
+NamedTuple checked by :func:`~.boundary.check_config`; its parameters a NamedTuple of arrays whose fields
+declare their layouts, checked with the configuration by :func:`~.boundary.check_model`, the boundary every
+model's public functions and analyses share (:mod:`attnbook.learning.models.boundary`, its names also
+here); :func:`~.boundary.batcher` and :func:`loader` make a model's checked batches and its stored
+weights' loader. A forward pass returns :class:`Forward` (or the model's own richer tuple).
 
 >>> from attnbook.learning.models.recall import MODEL, RecallConfig
 >>> config = RecallConfig(n_steps=3, batch_size=4)
@@ -19,17 +20,15 @@ stored weights' loader. A forward pass returns :class:`Forward` (or the model's 
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numpy as np
-
-from ...validation import Dims, check_positive_int, check_weights
+from ...validation import check_positive_int
 from ..gradients import entropy, entropy_grads
 from ..loop import fit
 from ..store import load_trained, trained_path
+from .boundary import batcher, check_config, check_model, config_dims
 
 __all__ = ["Forward", "Model", "Trained", "batcher", "check_config", "check_model", "config_dims", "load", "loader",
            "loss_and_gradients", "train"]
@@ -58,8 +57,8 @@ class Model(NamedTuple):
     fit_options : callable
         ``fit_options(config) -> dict``, the keywords of :func:`attnbook.learning.loop.fit` (rate, clipping).
     layout, check, dims : optional
-        For :func:`check_model`: the NamedTuple of the parameters, ``check(config) -> config`` (the model's
-        :func:`check_config` and its own), ``dims(config) ->`` the sizes of :func:`config_dims`.
+        For :func:`~.boundary.check_model`: the NamedTuple of the parameters, ``check(config) -> config`` (the model's
+        :func:`~.boundary.check_config` and its own), ``dims(config) ->`` the sizes of :func:`~.boundary.config_dims`.
 
     Examples
     --------
@@ -117,147 +116,6 @@ class Trained(NamedTuple):
     params: object
     config: object
     record: dict
-
-
-def check_config(config, kind: type, minimum: dict | None = None, own: tuple = ()) -> NamedTuple:
-    """``config`` if it is a ``kind`` whose fields hold what their annotations say, else an error naming the field.
-
-    An ``int`` field must be an integer of at least 1 (or its entry in ``minimum``); a ``float`` field a
-    positive finite number (``float | None``: or None). Other fields, and those in ``own``, are the
-    model's own to check.
-
-    Parameters
-    ----------
-    config : NamedTuple
-        The configuration.
-    kind : type
-        The NamedTuple it must be.
-    minimum : dict, optional
-        The smallest value of an integer field, when not 1 (``{"shift": 0}``).
-    own : tuple of str, optional
-        Fields the model checks itself (a fraction in ``[0, 1)``).
-
-    Returns
-    -------
-    NamedTuple
-        ``config``.
-
-    Examples
-    --------
-    >>> from attnbook.learning.models.vit import ViTConfig
-    >>> check_config(ViTConfig(max_norm=0.0), ViTConfig)
-    Traceback (most recent call last):
-    ...
-    ValueError: config.max_norm must be a positive finite number, got 0.0
-    """
-    if not isinstance(config, kind):
-        article = "an" if kind.__name__[0] in "AEIOU" else "a"
-        raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
-    minimum = minimum or {}
-    for field, annotation in kind.__annotations__.items():
-        value, name = getattr(config, field), f"config.{field}"
-        annotation = getattr(annotation, "__forward_arg__", annotation)  # a NamedTuple keeps them as ForwardRef
-        if field in own:
-            continue
-        if annotation in (int, "int"):
-            check_positive_int(value, name, minimum.get(field, 1))
-        elif annotation in (float, "float") or (annotation in ("float | None", float | None) and value is not None):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return config
-
-
-def config_dims(config, names: tuple, **more) -> Dims:
-    """The sizes ``config`` fixes for :func:`attnbook.validation.check_weights`, each said as ``config.<name> = <value>``.
-
-    The key heads are as wide as the model (``d_kv`` is ``d_model``).
-
-    Parameters
-    ----------
-    config : NamedTuple
-        The configuration.
-    names : tuple of str
-        Its fields that are dimensions of the weights, by the same name.
-    **more : tuple of (int, str)
-        Other dimensions, ``name=(size, why)``.
-
-    Returns
-    -------
-    Dims
-        The dimensions.
-
-    Examples
-    --------
-    >>> from attnbook.learning.models.vit import ViTConfig
-    >>> dims = config_dims(ViTConfig(), ("d_model",), n_tokens=(17, "17 tokens"))
-    >>> dims["d_kv"], dims.why(("d_model", "n_tokens"))
-    (32, 'config.d_model = 32 and 17 tokens')
-    """
-    dims = Dims(**{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}") for name in names}, **more)
-    dims.alias("d_kv", "d_model")
-    return dims
-
-
-def check_model(model: Model, params, config) -> tuple:
-    """The boundary of a model's public functions: ``(params, config)``, each checked and against the other.
-
-    ``model.check`` checks the configuration, :func:`attnbook.validation.check_weights` every weight's
-    layout (``model.layout``) at the sizes ``model.dims(config)`` fixes.
-
-    Parameters
-    ----------
-    model : Model
-        The model, with its ``layout``, ``check`` and ``dims``.
-    params, config : NamedTuple
-        Its parameters and the configuration they were made with.
-
-    Returns
-    -------
-    tuple
-        ``(params, config)``, unchanged when they pass.
-
-    Examples
-    --------
-    >>> from attnbook.learning.models.seq2seq import MODEL, ReversalConfig
-    >>> check_model(MODEL, tuple(MODEL.init(ReversalConfig(), 0)), ReversalConfig())
-    Traceback (most recent call last):
-    ...
-    TypeError: params must be ReversalParameters, got tuple
-    """
-    config = model.check(config)
-    return check_weights(params, model.layout, "params", model.dims(config)), config
-
-
-def batcher(model: Model) -> Callable:
-    """The checked batches of a model, ``draw_batch(rng, config)``: ``model.batch`` behind the checks of both.
-
-    Parameters
-    ----------
-    model : Model
-        The model, with its ``check``.
-
-    Returns
-    -------
-    callable
-        ``draw_batch(rng, config)``: ``config`` checked by ``model.check``, ``rng`` a ``numpy.random.Generator``.
-
-    Examples
-    --------
-    >>> from attnbook.learning.models.gpt import MODEL, GPTConfig
-    >>> batcher(MODEL)(0, GPTConfig())
-    Traceback (most recent call last):
-    ...
-    TypeError: rng must be a numpy Generator, got int
-    """
-    def draw_batch(rng, config):
-        config = model.check(config)
-        if not isinstance(rng, np.random.Generator):
-            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-        return model.batch(rng, config)
-
-    draw_batch.__doc__ = (f"A training batch of {model.name!r} drawn from ``rng`` (a ``numpy.random.Generator``), "
-                          f"its ``config`` checked: :func:`attnbook.learning.models.scaffold.batcher`.")
-    return draw_batch
 
 
 def entropy_loss(logits, targets) -> tuple:

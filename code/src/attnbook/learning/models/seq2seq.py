@@ -37,8 +37,8 @@ from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_l
 from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, draw_reversal, reversal_batch
 from . import scaffold
 
-__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "held_out_batch", "init_reversal",
-           "load_reversal", "reversal_forward", "reversal_loss_and_gradients"]
+__all__ = ["MODEL", "ReversalConfig", "ReversalParameters", "held_out_batch", "init_reversal", "load_reversal",
+           "reversal_forward", "reversal_loss_and_gradients"]
 
 
 class ReversalConfig(NamedTuple):
@@ -106,22 +106,7 @@ class ReversalParameters(NamedTuple):
     decoder: Stack[DecoderLayerWeights, "n_decoder_layers"]
 
 
-class ReversalForward(NamedTuple):
-    """The teacher-forced forward pass: the logits and every layer's attention weights (a tuple per stack).
-
-    Attributes
-    ----------
-    logits : ndarray
-        ``(batch, n_tgt, vocab)`` scores of each target position's next token.
-    encoder_weights, self_weights, cross_weights : tuple of ndarray
-        Per layer ``(batch, h, n_src, n_src)``, ``(batch, h, n_tgt, n_tgt)`` (causal), ``(batch, h, n_tgt, n_src)``.
-
-    Examples
-    --------
-    >>> ReversalForward(np.zeros(1), (), (), ()).cross_weights
-    ()
-    """
-
+class _ReversalForward(NamedTuple):  # the teacher-forced pass: the logits and every layer's attention, per stack
     logits: np.ndarray  # (batch, n_tgt, vocab)
     encoder_weights: tuple  # per layer (batch, h, n_src, n_src)
     self_weights: tuple  # per layer (batch, h, n_tgt, n_tgt)
@@ -236,10 +221,10 @@ def taped(params: ReversalParameters, source: np.ndarray, target_in: np.ndarray,
         return ReversalParameters(d_output + d_target + d_source, tuple(reversed(encoder_grads)),
                                   tuple(reversed(decoder_grads)))  # the three uses of E add up
 
-    return ReversalForward(logits, tuple(encoder_weights), tuple(self_weights), tuple(cross_weights)), back
+    return _ReversalForward(logits, tuple(encoder_weights), tuple(self_weights), tuple(cross_weights)), back
 
 
-def reversal_forward(params: ReversalParameters, source, target_in, config: ReversalConfig) -> ReversalForward:
+def reversal_forward(params: ReversalParameters, source, target_in, config: ReversalConfig) -> _ReversalForward:
     r"""The teacher-forced forward pass: next-token logits at every target position, and every attention map.
 
     .. math:: M = \operatorname{Enc}\bigl(\sqrt{d}\, E[s] + \mathrm{PE}\bigr), \qquad
@@ -254,8 +239,9 @@ def reversal_forward(params: ReversalParameters, source, target_in, config: Reve
 
     Returns
     -------
-    ReversalForward
-        Logits ``(batch, n_tgt, vocab)`` and the attention weights of every layer.
+    NamedTuple
+        ``logits, encoder_weights, self_weights, cross_weights``: ``(batch, n_tgt, vocab)`` and, a tuple per stack,
+        every layer's ``(batch, h, n_src, n_src)``, ``(batch, h, n_tgt, n_tgt)`` (causal), ``(batch, h, n_tgt, n_src)``.
 
     Examples
     --------
