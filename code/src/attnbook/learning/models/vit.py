@@ -17,7 +17,6 @@ from the layers' vector-Jacobian products, its training :func:`attnbook.learning
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -27,7 +26,7 @@ from ...multihead import check_heads
 from ...validation import Array, Stack
 from ..gradients import linear_grads, token_entropy
 from ..layers import encoder_layer_vjp
-from ..digits import GREY_LEVELS, check_digits, image_patches, load_digits_split, shifted
+from ..digits import GREY_LEVELS, check_digits, draw_digits, image_patches, load_digits_split
 from . import scaffold
 
 __all__ = ["MODEL", "ViTConfig", "ViTParams", "init_vit", "load_vit", "vit_accuracy", "vit_forward",
@@ -47,12 +46,9 @@ class ViTConfig(NamedTuple):
     learning_rate, max_norm, label_smoothing : float
         A constant rate of Adam instead of the schedule (None: the schedule), the clipping norm, the
         weight of the uniform distribution mixed into the targets.
-    shift : int
-        Training images are translated by up to ``shift`` pixels each way (0: no augmentation).
-    test_fraction : float
-        Share of the digits held out (:func:`attnbook.learning.digits.load_digits_split`).
-    split_seed : int
-        Seed of the train/test split.
+    shift, test_fraction, split_seed
+        Training images are translated by up to ``shift`` pixels each way (0: none); the share of the digits
+        held out and the seed of the split (:func:`attnbook.learning.digits.load_digits_split`).
 
     Examples
     --------
@@ -313,16 +309,9 @@ def vit_accuracy(params: ViTParams, images, labels, config: ViTConfig) -> float:
     return float(np.mean(predict(params, to_tokens(pixels, config), config.n_heads) == labels))
 
 
-@lru_cache(maxsize=4)
-def _training_set(test_fraction: float, split_seed: int) -> tuple:
-    split = load_digits_split(test_fraction, split_seed)
-    return split.train_images.astype(np.float64), split.train_labels.astype(np.int64)  # (n_train, H, W), (n_train,)
-
-
-def _batch(rng: np.random.Generator, config: ViTConfig) -> tuple:
-    images, labels = _training_set(config.test_fraction, config.split_seed)  # (n_train, H, W), (n_train,)
-    chosen = rng.integers(0, labels.size, size=config.batch_size)  # (B,)
-    return to_tokens(shifted(images[chosen], rng, config.shift), config), labels[chosen]  # (B, n_patches, p * p), (B,)
+def _batch(rng: np.random.Generator, c: ViTConfig) -> tuple:
+    images, labels = draw_digits(rng, c.batch_size, c.shift, c.test_fraction, c.split_seed)  # (B, H, W), (B,)
+    return to_tokens(images, c), labels  # (B, n_patches, p * p), (B,)
 
 
 def _evaluate(params: ViTParams, config: ViTConfig) -> dict:
