@@ -11,6 +11,7 @@ and C. Kaynak, 1998; CC BY 4.0); reading it needs no scikit-learn.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import resources
 from typing import NamedTuple
 
@@ -160,6 +161,24 @@ def shifted(images: np.ndarray, rng: np.random.Generator, shift: int) -> np.ndar
     r = (rows[:, None] + index[None, :])[:, :, None]  # (n, H, 1)
     c = (cols[:, None] + index[None, :])[:, None, :]  # (n, 1, W)
     return padded[np.arange(n)[:, None, None], r, c]  # (n, H, W)
+
+
+@lru_cache(maxsize=4)
+def _training_set(test_fraction: float, split_seed: int) -> tuple:
+    split = load_digits_split(test_fraction, split_seed)
+    return split.train_images.astype(np.float64), split.train_labels.astype(np.int64)  # (n_train, H, W), (n_train,)
+
+
+def draw_digits(rng: np.random.Generator, batch_size: int, shift: int, test_fraction: float, split_seed: int) -> tuple:
+    """Unchecked kernel: a training batch, ``batch_size`` digits of the split's training set, each :func:`shifted`.
+
+    >>> images, labels = draw_digits(np.random.default_rng(0), 3, 1, 0.2, 0)
+    >>> images.shape, labels.dtype
+    ((3, 8, 8), dtype('int64'))
+    """
+    images, labels = _training_set(test_fraction, split_seed)  # (n_train, H, W), (n_train,)
+    chosen = rng.integers(0, labels.size, size=batch_size)  # (B,)
+    return shifted(images[chosen], rng, shift), labels[chosen]  # (B, H, W), (B,)
 
 
 def check_digits(images, labels=None, side: int = 8, n_classes: int = 10, name: str = "images") -> tuple:

@@ -24,7 +24,7 @@ from ...positional import rotate, sinusoidal_frequencies
 from ...validation import check_positive_int
 from ..characters import decode_chars, encode_chars, vocabulary
 from ..decoding import sample
-from ..models import gpt
+from ..models import gpt, scaffold
 
 __all__ = ["Cache", "generate"]
 
@@ -135,7 +135,7 @@ def generate(params: gpt.GPTParameters, config: gpt.GPTConfig, prompt: str, n_ne
     >>> generate(p, config, "To be", 8, seed=1) == generate(p, config, "To be", 8, seed=1, cache=False)
     True
     """
-    params, config = gpt.check_model(params, config)
+    params, config = scaffold.check_model(gpt.MODEL, params, config)
     ids = encode_chars(prompt)
     n_new, rows = check_positive_int(n_new, "n_new"), check_positive_int(rows, "rows")
     if len(ids) < 1 or len(ids) + n_new > config.context:

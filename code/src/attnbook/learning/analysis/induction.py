@@ -21,11 +21,11 @@ import numpy as np
 
 from ...validation import check_positive_int
 from ..gradients import log_softmax
+from ..models import scaffold
 from ..models.induction import (
+    MODEL,
     InductionConfig,
     InductionParameters,
-    check_config,
-    check_params,
     check_sequences,
     init_induction_model,
     load_induction,
@@ -178,7 +178,7 @@ def probe_tokens(config: InductionConfig) -> np.ndarray:
     >>> probe_tokens(InductionConfig(probe_size=4, probe_half_length=5)).shape
     (4, 10)
     """
-    config = check_config(config)
+    config = MODEL.check(config)
     return repeated_sequence_batch(config.probe_size, config.probe_half_length, config.vocab_size, 12345)
 
 
@@ -213,7 +213,7 @@ def ablate_head(params: InductionParameters, layer: int, head: int, config: Indu
     >>> bool(np.all(ablated.layers[1].self_attention.w_o == 0))
     True
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     if isinstance(layer, bool) or layer not in (0, 1):
         raise ValueError(f"layer must be 0 or 1, got {layer!r}")
     if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < config.n_heads:
@@ -339,7 +339,7 @@ def induction_metrics(params: InductionParameters, config: InductionConfig) -> d
     >>> sorted(induction_metrics(init_induction_model(config), config))[:3]
     ['ablated_previous_token_second_half_loss', 'ablated_second_half_loss', 'first_half_loss']
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     probe, h = probe_tokens(config), config.probe_half_length
     logits, attention = taped(params, probe[:, :-1], config)[0]  # (batch, n, V), (layers, batch, heads, n, n)
     per_position = token_losses(logits, probe[:, 1:]).mean(axis=0)  # (2h - 1,)

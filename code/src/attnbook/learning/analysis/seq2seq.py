@@ -18,10 +18,11 @@ import numpy as np
 from ...measure.timing import time_calls
 from ...validation import check_positive_int
 from ..decoding import greedy_decode
+from ..models import scaffold
 from ..models.seq2seq import (
+    MODEL,
     ReversalConfig,
     ReversalParameters,
-    check_params,
     held_out_batch,
     init_reversal,
     load_reversal,
@@ -111,7 +112,7 @@ def cross_attention_alignment(params: ReversalParameters, batch: Seq2SeqBatch, c
     >>> alignment.clearest, float(alignment.agreement[alignment.clearest]) > 0.95
     ((1, 0), True)
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     batch = check_seq2seq_batch(batch, config.vocab_size)
     out = taped(params, batch.source, batch.target_in, config.n_heads)[0]
     return align(out.cross_weights, batch.source_mask.sum(axis=1))
@@ -189,7 +190,7 @@ def decoding_speed(params: ReversalParameters, config: ReversalConfig, n_sequenc
     >>> speed.n_tokens, speed.speedup > 1
     (24, True)
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     n_sequences = check_positive_int(n_sequences, "n_sequences")
     n_tokens = check_positive_int(n_tokens, "n_tokens")
     repeats = check_positive_int(repeats, "repeats")

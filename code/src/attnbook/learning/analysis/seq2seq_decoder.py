@@ -29,7 +29,8 @@ from ...transformer import feed_forward, layer_norm
 from ...validation import check_positive_int
 from ..decoding import greedy_decode
 from ...transformer import decoder_layer, encoder_layer
-from ..models.seq2seq import ReversalConfig, ReversalParameters, check_params, load_reversal, positions
+from ..models import scaffold
+from ..models.seq2seq import MODEL, ReversalConfig, ReversalParameters, load_reversal, positions
 from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, reversal_batch
 
 __all__ = ["CachedState", "PrefixState", "ReversalDecoder", "reversal_accuracy", "reversal_decoder"]
@@ -329,7 +330,7 @@ def reversal_decoder(params: ReversalParameters, source, config: ReversalConfig,
     >>> bool(np.array_equal(a.tokens, b.tokens)), bool(np.allclose(a.log_probs, b.log_probs, rtol=0, atol=1e-10))
     (True, True)
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     source = check_tokens(source, "source", config.vocab_size, real=True)  # (batch, n_src)
     if not isinstance(cache, (bool, np.bool_)):
         raise TypeError(f"cache must be True or False, got {cache!r}")
@@ -383,6 +384,6 @@ def reversal_accuracy(params: ReversalParameters, batch: Seq2SeqBatch, config: R
     >>> reversal_accuracy(trained.params, batch, config)
     1.0
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     batch = check_seq2seq_batch(batch, config.vocab_size)
     return float(exact_matches(params, batch, config.n_heads).mean())

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...modern import DecoderBlockWeights, init_decoder_block
 from ...positional import sinusoidal_frequencies
-from ...validation import Array, Dims, Stack, check_positive_int, check_weights
+from ...validation import Array, Dims, Stack, check_positive_int
 from ..characters import splits, vocabulary
 from ..fast_block import embedding_gradient, fast_block_vjp
 from ..gradients import log_softmax, token_entropy
@@ -35,20 +35,8 @@ from ..modern_layers import rms_norm_vjp
 from ..optim import tree_map
 from . import scaffold
 
-__all__ = [
-    "MODEL",
-    "NGRAM_K",
-    "NGRAM_ORDER",
-    "GPTConfig",
-    "GPTForward",
-    "GPTParameters",
-    "bits_per_character",
-    "check_model",
-    "gpt_batch",
-    "gpt_forward",
-    "init_gpt",
-    "load_gpt",
-]
+__all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
+           "gpt_forward", "init_gpt", "load_gpt"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -110,26 +98,6 @@ class GPTParameters(NamedTuple):
     norm: Array["d_model"]  # the final RMSNorm's gain
 
 
-class GPTForward(NamedTuple):
-    """What :func:`gpt_forward` returns: ``logits, attention = ...``.
-
-    Attributes
-    ----------
-    logits : ndarray
-        ``(batch, n, V)`` the next-character scores at every position.
-    attention : ndarray
-        ``(n_layers, batch, n_heads, n, n)`` the causal attention weights of every block and query head.
-
-    Examples
-    --------
-    >>> GPTForward(np.zeros((1, 2, 3)), np.zeros((1, 1, 1, 2, 2))).logits.shape
-    (1, 2, 3)
-    """
-
-    logits: np.ndarray  # (batch, n, V)
-    attention: np.ndarray  # (n_layers, batch, h, n, n)
-
-
 def _checked_config(config) -> GPTConfig:
     scaffold.check_config(config, GPTConfig)
     if config.d_model % config.n_heads or (config.d_model // config.n_heads) % 2:
@@ -151,10 +119,8 @@ def init_gpt(config: GPTConfig, seed: int = 0) -> GPTParameters:
 
     Parameters
     ----------
-    config : GPTConfig
-        The sizes.
-    seed : int
-        Seed of the embedding and base of the blocks' seeds.
+    config, seed
+        The sizes; the seed of the embedding and base of the blocks' seeds.
 
     Returns
     -------
@@ -177,41 +143,13 @@ def init_gpt(config: GPTConfig, seed: int = 0) -> GPTParameters:
     return tree_map(lambda a: np.asarray(a, dtype=np.float32), params)
 
 
-def _checked_params(params, config: GPTConfig) -> GPTParameters:
+def _dims(config: GPTConfig) -> Dims:
     d_kv = config.n_kv_heads * (config.d_model // config.n_heads)
-    dims = Dims(vocab_size=(len(vocabulary()), "the vocabulary has 76 characters"),
+    return Dims(vocab_size=(len(vocabulary()), "the vocabulary has 76 characters"),
                 d_model=(config.d_model, f"config.d_model = {config.d_model}"),
                 n_layers=(config.n_layers, f"config.n_layers = {config.n_layers}"),
                 d_ff=(config.d_ff, f"config.d_ff = {config.d_ff}"),
                 d_kv=(d_kv, f"config.n_kv_heads = {config.n_kv_heads} heads of {config.d_model // config.n_heads}"))
-    return check_weights(params, GPTParameters, "params", dims)
-
-
-def check_model(params, config) -> tuple:
-    """``(params, config)``, checked as the model's own functions check them: the fields and every weight's shape.
-
-    Parameters
-    ----------
-    params : GPTParameters
-        The weights.
-    config : GPTConfig
-        The configuration they were made with.
-
-    Returns
-    -------
-    tuple
-        The two, unchanged when they pass.
-
-    Examples
-    --------
-    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
-    >>> check_model(init_gpt(config), config._replace(d_ff=6))
-    Traceback (most recent call last):
-    ...
-    ValueError: params.layers[0].feed_forward.w_gate has shape (8, 8) but config.d_model = 8 and config.d_ff = 6; expected (8, 6)
-    """
-    config = _checked_config(config)
-    return _checked_params(params, config), config
 
 
 def _checked_tokens(tokens, config: GPTConfig, name: str = "tokens") -> np.ndarray:
@@ -236,7 +174,7 @@ def _no_bias(grads: DecoderBlockWeights) -> DecoderBlockWeights:
 
 
 def taped(params: GPTParameters, tokens: np.ndarray, config: GPTConfig) -> tuple:
-    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(GPTForward, back)``.
+    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(Forward, back)``.
 
     >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8)
     >>> out, back = taped(init_gpt(config), np.array([[1, 2]]), config)
@@ -265,10 +203,10 @@ def taped(params: GPTParameters, tokens: np.ndarray, config: GPTConfig) -> tuple
         d_table = embedding_gradient(tokens, dx, len(params.embedding)) + d_table_out  # (V, d): both uses of E
         return GPTParameters(d_table, tuple(reversed(layer_grads)), dnorm)
 
-    return GPTForward(logits, attention), back  # (batch, n, V), (layers, batch, h, n, n)
+    return scaffold.Forward(logits, attention), back  # (batch, n, V), (layers, batch, h, n, n)
 
 
-def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> GPTForward:
+def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> scaffold.Forward:
     r"""Run the model on ``tokens``: next-character logits at every position and every block's attention.
 
     .. math:: X_0 = E[x], \quad X_\ell = \operatorname{Block}_\ell(X_{\ell-1}), \quad
@@ -276,17 +214,15 @@ def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> GPTForward:
 
     Parameters
     ----------
-    params : GPTParameters
-        The weights.
-    tokens : array_like of int
-        ``(batch, n)`` token ids, ``n <= config.context``; position ``t`` predicts token ``t + 1``.
-    config : GPTConfig
-        The configuration the weights were made with.
+    params, tokens, config
+        The weights; ``(batch, n)`` token ids, ``n <= config.context`` (position ``t`` predicts token
+        ``t + 1``); the configuration the weights were made with (checked: :func:`~.scaffold.check_model`).
 
     Returns
     -------
-    GPTForward
-        ``logits`` ``(batch, n, V)`` and ``attention`` ``(n_layers, batch, n_heads, n, n)``.
+    Forward
+        :class:`~attnbook.learning.models.scaffold.Forward`: ``logits`` ``(batch, n, V)``, ``attention``
+        ``(n_layers, batch, n_heads, n, n)``.
 
     Examples
     --------
@@ -296,40 +232,12 @@ def gpt_forward(params: GPTParameters, tokens, config: GPTConfig) -> GPTForward:
     ...
     ValueError: tokens has shape (1, 5); expected (batch, n) with 1 <= n <= config.context = 4
     """
-    config = _checked_config(config)
-    return taped(_checked_params(params, config), _checked_tokens(tokens, config), config)[0]
-
-
-def gpt_batch(rng: np.random.Generator, config: GPTConfig) -> np.ndarray:
-    r"""One training batch: ``batch_size`` windows of ``context + 1`` characters of the training split.
-
-    .. math:: s_b \sim \mathcal{U}\{0, \dots, N_\text{train} - n - 1\}, \qquad x_b = (c_{s_b}, \dots, c_{s_b + n})
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-        The source of the window starts.
-    config : GPTConfig
-        ``batch_size`` and ``context``.
-
-    Returns
-    -------
-    ndarray
-        ``(batch_size, context + 1)`` int64; the model reads ``[:, :-1]`` and predicts ``[:, 1:]``.
-
-    Examples
-    --------
-    >>> gpt_batch(np.random.default_rng(0), GPTConfig(batch_size=3, context=10)).shape
-    (3, 11)
-    """
-    config = _checked_config(config)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-    return draw(rng, config)
+    params, config = scaffold.check_model(MODEL, params, config)
+    return taped(params, _checked_tokens(tokens, config), config)[0]
 
 
 def draw(rng: np.random.Generator, config: GPTConfig) -> np.ndarray:
-    """Unchecked kernel of :func:`gpt_batch`.
+    """Unchecked kernel of :func:`gpt_batch`: ``batch_size`` windows of ``context + 1`` training characters.
 
     >>> draw(np.random.default_rng(0), GPTConfig(batch_size=1, context=4)).shape
     (1, 5)
@@ -350,12 +258,8 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
 
     Parameters
     ----------
-    params : GPTParameters
-        The weights.
-    tokens : array_like of int
-        ``(N,)`` a text, e.g. ``splits()[1]``.
-    config : GPTConfig
-        The configuration.
+    params, tokens, config
+        The weights; ``(N,)`` a text, e.g. ``splits()[1]``; the configuration.
     batch_size : int, optional
         Windows per forward pass.
 
@@ -371,7 +275,7 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
     >>> round(bits_per_character(init_gpt(config), encode_chars("To be, or not to be"), config), 1)   # untrained
     7.3
     """
-    params, config = check_model(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     tokens = np.asarray(tokens).reshape(-1)
     n = config.context + 1
     windows = tokens[: len(tokens) // n * n].reshape(-1, n)  # (windows, context + 1)
@@ -394,31 +298,12 @@ def _next_character_loss(logits: np.ndarray, tokens: np.ndarray, config: GPTConf
 MODEL = scaffold.Model(
     name="gpt", config=GPTConfig, init=lambda config, seed: init_gpt(config, seed),
     forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
-    loss=_next_character_loss, batch=lambda rng, config: draw(rng, config),
+    loss=_next_character_loss, batch=draw,
     evaluate=lambda params, config: {"held_out_bits_per_character": bits_per_character(params, splits()[1], config)},
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
+    layout=GPTParameters, check=_checked_config, dims=_dims,
 )
 
+gpt_batch = scaffold.batcher(MODEL)  # (batch_size, context + 1) windows; the model reads [:, :-1], predicts [:, 1:]
+load_gpt = scaffold.loader(MODEL)  # (params, config, record) of data/trained/gpt, the params float32
 
-def load_gpt(directory=None) -> tuple:
-    """The stored GPT: :func:`attnbook.learning.models.scaffold.load` of :data:`MODEL`.
-
-    .. math:: \\texttt{gpt.npz}, \\texttt{gpt.json} \\mapsto (\\theta, \\text{config}, \\text{record})
-
-    Parameters
-    ----------
-    directory : str or Path, optional
-        Another folder; default the package's ``data/trained``.
-
-    Returns
-    -------
-    tuple
-        ``(params, config, record)``: float32 :class:`GPTParameters`, the :class:`GPTConfig`, the record (dict).
-
-    Examples
-    --------
-    >>> params, config, record = load_gpt()
-    >>> params.embedding.dtype, record["seed"]
-    (dtype('float32'), 0)
-    """
-    return scaffold.load(MODEL, directory)

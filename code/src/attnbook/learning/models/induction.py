@@ -32,15 +32,14 @@ import numpy as np
 from ...masks import causal_mask
 from ...positional import sinusoidal_encoding
 from ...transformer import EncoderLayerWeights, init_encoder_layer
-from ...validation import Array, Stack, check_positive_int, check_weights
+from ...validation import Array, Stack, check_positive_int
 from ..gradients import token_entropy
 from ..layers import embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import repeated_sequence_batch
 from . import scaffold
 
-__all__ = ["MODEL", "InductionConfig", "InductionForward", "InductionParameters", "check_config", "check_params",
-           "check_sequences", "induction_batch", "induction_forward", "induction_loss_and_gradients",
-           "init_induction_model", "load_induction"]
+__all__ = ["MODEL", "InductionConfig", "InductionParameters", "check_sequences", "induction_batch", "induction_forward",
+           "induction_loss_and_gradients", "init_induction_model", "load_induction"]
 
 
 class InductionConfig(NamedTuple):
@@ -104,45 +103,7 @@ class InductionParameters(NamedTuple):
     unembedding: Array["vocab_size, d_model"]  # U
 
 
-class InductionForward(NamedTuple):
-    """What :func:`induction_forward` returns: ``logits, attention = ...``.
-
-    Attributes
-    ----------
-    logits, attention : ndarray
-        ``(batch, n, V)`` next-token scores; ``(n_layers, batch, n_heads, n, n)`` each layer's attention.
-
-    Examples
-    --------
-    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
-    >>> induction_forward(init_induction_model(config), np.array([[1, 2, 3]]), config).attention.shape
-    (2, 1, 1, 3, 3)
-    """
-
-    logits: np.ndarray  # (batch, n, V)
-    attention: np.ndarray  # (n_layers, batch, n_heads, n, n)
-
-
-def check_config(config) -> InductionConfig:
-    """``config`` if its sizes fit together (see :func:`attnbook.learning.models.scaffold.check_config`).
-
-    Parameters
-    ----------
-    config : InductionConfig
-        The configuration.
-
-    Returns
-    -------
-    InductionConfig
-        ``config``.
-
-    Examples
-    --------
-    >>> check_config(InductionConfig(d_model=7))
-    Traceback (most recent call last):
-    ...
-    ValueError: config.d_model = 7 must be even (sinusoidal encodings) and divisible by config.n_heads = 1
-    """
+def _check_config(config) -> InductionConfig:
     scaffold.check_config(config, InductionConfig, minimum={"min_half_length": 2, "max_half_length": 2,
                                                             "probe_half_length": 2})
     if config.min_half_length > config.max_half_length:
@@ -178,7 +139,7 @@ def init_induction_model(config: InductionConfig, seed: int = 0) -> InductionPar
     >>> p.layers[0].self_attention.w_q.shape, p.layers[1].feed_forward.w_1.shape
     ((4, 4), (4, 8))
     """
-    config = check_config(config)
+    config = _check_config(config)
     seed = check_positive_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     embedding = rng.standard_normal((config.vocab_size, config.d_model))  # (V, d_model)
@@ -199,34 +160,8 @@ def _checked_tokens(tokens, config: InductionConfig, name: str = "tokens") -> np
     return tokens
 
 
-def _checked_params(params, config: InductionConfig) -> InductionParameters:
-    dims = scaffold.config_dims(config, ("vocab_size", "d_model", "d_ff"), n_layers=(2, "the model has 2 layers"))
-    return check_weights(params, InductionParameters, "params", dims)
-
-
-def check_params(params, config: InductionConfig) -> tuple:
-    """The model's boundary, which its analyses share: the configuration and parameters that fit it, checked.
-
-    Parameters
-    ----------
-    params, config
-        As in :func:`induction_forward`.
-
-    Returns
-    -------
-    tuple
-        ``(params, config)``.
-
-    Examples
-    --------
-    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
-    >>> check_params(init_induction_model(config)._replace(embedding=np.zeros((6, 4))), config)
-    Traceback (most recent call last):
-    ...
-    ValueError: params.embedding has shape (6, 4) but config.vocab_size = 5 and config.d_model = 4; expected (5, 4)
-    """
-    config = check_config(config)
-    return _checked_params(params, config), config
+def _dims(config: InductionConfig):
+    return scaffold.config_dims(config, ("vocab_size", "d_model", "d_ff"), n_layers=(2, "the model has 2 layers"))
 
 
 def check_sequences(params, tokens, config: InductionConfig) -> tuple:
@@ -250,7 +185,7 @@ def check_sequences(params, tokens, config: InductionConfig) -> tuple:
     ...
     ValueError: tokens has shape (1, 1); a sequence needs 2 tokens to predict one
     """
-    params = _checked_params(params, check_config(config))
+    params, config = scaffold.check_model(MODEL, params, config)
     tokens = _checked_tokens(tokens, config)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
@@ -258,7 +193,7 @@ def check_sequences(params, tokens, config: InductionConfig) -> tuple:
 
 
 def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConfig) -> tuple:
-    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(InductionForward, back)``.
+    """Unchecked kernel: the forward pass on ``tokens`` ``(batch, n)``; ``(Forward, back)``.
 
     >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
     >>> out, back = taped(init_induction_model(config), np.array([[1, 2]]), config)
@@ -284,10 +219,10 @@ def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConf
             layer_grads.append(grads)
         return InductionParameters(embedding_back(dx), tuple(reversed(layer_grads)), dunembedding)
 
-    return InductionForward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
+    return scaffold.Forward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
 
 
-def induction_forward(params: InductionParameters, tokens, config: InductionConfig) -> InductionForward:
+def induction_forward(params: InductionParameters, tokens, config: InductionConfig) -> scaffold.Forward:
     r"""Run the model on ``tokens``: next-token logits at every position and every layer's attention.
 
     .. math:: X_0 = E[x] + c\,\mathrm{PE}, \quad X_\ell = \operatorname{EncoderLayer}_\ell(X_{\ell-1};
@@ -301,8 +236,9 @@ def induction_forward(params: InductionParameters, tokens, config: InductionConf
 
     Returns
     -------
-    InductionForward
-        ``logits`` ``(batch, n, V)`` and ``attention`` ``(2, batch, n_heads, n, n)``.
+    Forward
+        :class:`~attnbook.learning.models.scaffold.Forward`: ``logits`` ``(batch, n, V)``, ``attention``
+        ``(2, batch, n_heads, n, n)``.
 
     Examples
     --------
@@ -315,7 +251,7 @@ def induction_forward(params: InductionParameters, tokens, config: InductionConf
     ...
     ValueError: tokens contains the id 5, outside 0 .. 4
     """
-    params = _checked_params(params, check_config(config))
+    params, config = scaffold.check_model(MODEL, params, config)
     return taped(params, _checked_tokens(tokens, config), config)[0]
 
 
@@ -349,36 +285,8 @@ def induction_loss_and_gradients(params: InductionParameters, tokens, config: In
     return scaffold.loss_and_gradients(MODEL, params, tokens, config)
 
 
-def induction_batch(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
-    r"""One training batch: a half length drawn from the configured range, then repeated random tokens.
-
-    .. math:: h \sim \mathcal{U}\{h_\min, \dots, h_\max\}, \qquad x_{h + t} = x_t
-
-    Parameters
-    ----------
-    rng, config
-        The source of the half length and the tokens; ``batch_size``, ``vocab_size`` and the half-length range.
-
-    Returns
-    -------
-    ndarray
-        ``(batch_size, 2h)`` int64.
-
-    Examples
-    --------
-    >>> config = InductionConfig(batch_size=2, min_half_length=3, max_half_length=3)
-    >>> tokens = induction_batch(np.random.default_rng(0), config)
-    >>> tokens.shape, bool(np.all(tokens[:, :3] == tokens[:, 3:]))
-    ((2, 6), True)
-    """
-    config = check_config(config)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
-    return draw(rng, config)
-
-
 def draw(rng: np.random.Generator, config: InductionConfig) -> np.ndarray:
-    """Unchecked kernel of :func:`induction_batch`.
+    """Unchecked kernel of :func:`induction_batch`: a half length drawn from the configured range, then repeated random tokens.
 
     >>> draw(np.random.default_rng(0), InductionConfig(batch_size=1, max_half_length=8)).shape
     (1, 16)
@@ -391,10 +299,13 @@ MODEL = scaffold.Model(
     name="induction", config=InductionConfig, init=lambda config, seed: init_induction_model(config, seed),
     forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
     loss=lambda logits, tokens, config: token_entropy(logits, tokens[:, 1:], np.ones(tokens[:, 1:].shape, dtype=bool)),
-    batch=lambda rng, config: draw(rng, config),
+    batch=draw,
     evaluate=lambda params, config: {},  # the record's metrics are the heads': attnbook.learning.analysis.induction
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
+    layout=InductionParameters, check=_check_config, dims=_dims,
 )
 
+induction_batch = scaffold.batcher(MODEL)  # (batch_size, 2h): h drawn from the configured range, then repeated
 
-load_induction = scaffold.loader(MODEL)  # (params, config, record) of data/trained/induction
+
+load_induction = scaffold.loader(MODEL)  # Trained(params, config, record) of data/trained/induction

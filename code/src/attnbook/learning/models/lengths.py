@@ -40,7 +40,7 @@ from ..gradients import backpropagate, linear_grads
 from ..tasks import draw_recency, recency_batch
 from . import scaffold
 
-__all__ = ["MODEL", "POSITION_SCHEMES", "LengthConfig", "LengthForward", "LengthModel", "length_model_accuracy",
+__all__ = ["MODEL", "POSITION_SCHEMES", "LengthConfig", "LengthModel", "length_model_accuracy",
            "length_model_loss_and_gradients", "recency_batch"]
 
 POSITION_SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
@@ -119,21 +119,7 @@ def init_length_model(d_model: int, n_symbols: int, trained_length: int, seed: i
                        scale * rng.standard_normal((d_model, n_tokens)))  # (d, V)
 
 
-class LengthForward(NamedTuple):
-    """The forward pass of the length model, kept for its backward pass (``logits`` first).
-
-    Attributes
-    ----------
-    logits, x, q, k, v, weights, merged, angles, q_factor
-        The logits, the token vectors, the (rotated) heads, the attention weights, the heads merged, RoPE's
-        angles ("rotary" only) and the factor of the rotated queries and keys (shapes as commented below).
-
-    Examples
-    --------
-    >>> LengthForward(*[None] * 9).q_factor is None
-    True
-    """
-
+class _LengthForward(NamedTuple):  # the forward pass of the length model, kept for its backward pass
     logits: np.ndarray  # (B, n, V)
     x: np.ndarray  # (B, n, d)
     q: np.ndarray  # (B, h, n, d_head), rotated for "rotary"
@@ -146,7 +132,7 @@ class LengthForward(NamedTuple):
 
 
 def forward(params: LengthModel, tokens: np.ndarray, scheme: str, n_heads: int, frequencies=None,
-            q_factor: float = 1.0) -> LengthForward:
+            q_factor: float = 1.0) -> _LengthForward:
     """Unchecked kernel: the forward pass; ``frequencies`` replaces RoPE's, ``q_factor`` multiplies q and k.
 
     >>> p = init_length_model(8, 3, 4)
@@ -179,7 +165,7 @@ def forward(params: LengthModel, tokens: np.ndarray, scheme: str, n_heads: int, 
     weights = softmax_rows(scores, causal_mask(n))  # (B, h, n, n)
     mixed = np.einsum("bhij,bhjd->bhid", weights, v) if long else weights @ v  # (B, h, n, d_head)
     merged = merge_heads.unchecked(mixed)  # (B, n, d)
-    return LengthForward(merged @ params.w_o, x, q, k, v, weights, merged, angles, q_factor)
+    return _LengthForward(merged @ params.w_o, x, q, k, v, weights, merged, angles, q_factor)
 
 
 def _checked(params, tokens, scheme, n_heads) -> tuple[np.ndarray, int]:

@@ -32,8 +32,8 @@ from ..gradients import backpropagate, linear_grads
 from ..tasks import RecallBatch, associative_recall_batch
 from . import scaffold
 
-__all__ = ["MODEL", "RecallConfig", "RecallForward", "RecallGradients", "RecallParameters", "init_recall_model",
-           "recall_accuracy", "recall_forward", "recall_loss_and_gradients"]
+__all__ = ["MODEL", "RecallConfig", "RecallParameters", "init_recall_model", "recall_accuracy", "recall_forward",
+           "recall_loss_and_gradients"]
 
 
 class RecallConfig(NamedTuple):
@@ -95,23 +95,7 @@ class RecallParameters(NamedTuple):
     w_o: Array["d_v, n_values"]  # read-out to one logit per value symbol
 
 
-class RecallForward(NamedTuple):
-    """Everything the forward pass computes; the backward pass reuses it.
-
-    Attributes
-    ----------
-    logits, weights, q, k, v, attended : ndarray
-        One score per value symbol, each head's attention weights over the pairs, the queries, keys and
-        values split into heads, and the heads' outputs concatenated (shapes as commented below).
-
-    Examples
-    --------
-    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
-    >>> fwd = recall_forward(p, associative_recall_batch(3, n_keys=6, n_values=4), n_heads=2)
-    >>> fwd.q.shape, fwd.attended.shape
-    ((3, 2, 1, 4), (3, 1, 8))
-    """
-
+class _RecallForward(NamedTuple):  # everything the forward pass computes; the backward pass reuses it
     logits: np.ndarray  # (batch, n_queries, n_values)
     weights: np.ndarray  # (batch, n_heads, n_queries, n_pairs)
     q: np.ndarray  # (batch, n_heads, n_queries, d_k / n_heads)
@@ -120,25 +104,10 @@ class RecallForward(NamedTuple):
     attended: np.ndarray  # (batch, n_queries, d_v): the heads' outputs, concatenated
 
 
-class RecallGradients(NamedTuple):
-    """What :func:`recall_loss_and_gradients` returns: ``loss, grads, forward, score_grads = ...``.
-
-    Attributes
-    ----------
-    loss, grads, forward, score_grads
-        As commented below.
-
-    Examples
-    --------
-    >>> p = init_recall_model(n_keys=6, n_values=4, d_k=8, d_v=8)
-    >>> result = recall_loss_and_gradients(p, associative_recall_batch(5, n_keys=6, n_values=4))
-    >>> result.grads.w_o.shape, result.score_grads.shape
-    ((8, 4), (5, 1, 1, 4))
-    """
-
+class _RecallGradients(NamedTuple):  # what recall_loss_and_gradients returns: loss, grads, forward, score_grads = ...
     loss: float  # mean cross-entropy of the batch
     grads: RecallParameters  # dL/dW for every parameter, shaped like it
-    forward: RecallForward  # the forward pass the gradients were computed from
+    forward: _RecallForward  # the forward pass the gradients were computed from
     score_grads: np.ndarray  # (batch, n_heads, n_queries, n_pairs): dL/dS for the scaled scores
 
 
@@ -212,7 +181,7 @@ def taped(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: flo
     v = split_heads.unchecked(batch.context @ params.w_v, n_heads)  # (batch, h, n_pairs, d_v / h)
     heads, weights = scaled_dot_product_attention.unchecked(q, k, v, None, scale)  # (b, h, n_q, d_v/h), (b, h, n_q, n_pairs)
     attended = merge_heads.unchecked(heads)  # (batch, n_q, d_v)
-    fwd = RecallForward(attended @ params.w_o, weights, q, k, v, attended)  # logits (batch, n_q, n_values)
+    fwd = _RecallForward(attended @ params.w_o, weights, q, k, v, attended)  # logits (batch, n_q, n_values)
 
     def back(d_logits):
         d_attended, d_w_o = linear_grads(attended, params.w_o, d_logits)  # (b, n_q, d_v), (d_v, n_values)
@@ -227,7 +196,7 @@ def taped(params: RecallParameters, batch: RecallBatch, n_heads: int, scale: flo
 
 
 def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
-                   scaled: bool = True) -> RecallForward:
+                   scaled: bool = True) -> _RecallForward:
     r"""Logits and attention weights of the recall model.
 
     .. math:: \text{logits} = \operatorname{Attention}(X_q W_Q, X_c W_K, X_c W_V)\, W_O
@@ -240,8 +209,9 @@ def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 
 
     Returns
     -------
-    RecallForward
-        Logits, weights and the intermediate arrays the backward pass reuses.
+    NamedTuple
+        ``logits, weights, q, k, v, attended``: the logits ``(batch, n_queries, n_values)``, each head's weights
+        over the pairs, the queries, keys and values split into heads, the heads' outputs concatenated.
 
     Examples
     --------
@@ -255,7 +225,7 @@ def recall_forward(params: RecallParameters, batch: RecallBatch, n_heads: int = 
 
 
 def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_heads: int = 1,
-                              scaled: bool = True) -> RecallGradients:
+                              scaled: bool = True) -> _RecallGradients:
     r"""Mean cross-entropy of the batch, its gradient for every parameter, the forward pass and ``dL/dS``.
 
     .. math:: \frac{\partial L}{\partial W_O}, \; \frac{\partial L}{\partial W_V}, \;
@@ -272,8 +242,9 @@ def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_he
 
     Returns
     -------
-    RecallGradients
-        ``(loss, grads, forward, score_grads)``.
+    NamedTuple
+        ``loss, grads, forward, score_grads``: the mean loss, a :class:`RecallParameters` of gradients, the
+        :func:`recall_forward` they came from, ``dL/dS`` ``(batch, n_heads, n_queries, n_pairs)``.
 
     Examples
     --------
@@ -286,7 +257,7 @@ def recall_loss_and_gradients(params: RecallParameters, batch: RecallBatch, n_he
     fwd, back = taped(params, batch, n_heads, _head_scale(params.w_q.shape[1], n_heads, scaled))
     loss, d_logits = scaffold.entropy_loss(fwd.logits, batch.targets)
     grads, d_scores = back(d_logits)
-    return RecallGradients(loss, grads, fwd, d_scores)
+    return _RecallGradients(loss, grads, fwd, d_scores)
 
 
 def recall_accuracy(params: RecallParameters, batch: RecallBatch, n_heads: int = 1, scaled: bool = True) -> float:

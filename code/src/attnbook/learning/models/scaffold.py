@@ -4,8 +4,11 @@ A :class:`Model` says how to initialise the parameters, run the taped forward pa
 training batch; :func:`loss_and_gradients` chains them, :func:`train` trains the model with
 :func:`attnbook.learning.loop.fit` (Adam, the schedule, clipping, seeded batches, the progress bar) and
 :func:`load` reads a stored one back (:mod:`attnbook.learning.store`). Every model's configuration is a
-NamedTuple checked by :func:`check_config`; its parameters a NamedTuple of arrays whose fields declare
-their layouts, checked by :func:`attnbook.validation.check_weights`.
+NamedTuple checked by :func:`~.boundary.check_config`; its parameters a NamedTuple of arrays whose fields
+declare their layouts, checked with the configuration by :func:`~.boundary.check_model`, the boundary every
+model's public functions and analyses share (:mod:`attnbook.learning.models.boundary`, its names also
+here); :func:`~.boundary.batcher` and :func:`loader` make a model's checked batches and its stored
+weights' loader. A forward pass returns :class:`Forward` (or the model's own richer tuple).
 
 >>> from attnbook.learning.models.recall import MODEL, RecallConfig
 >>> config = RecallConfig(n_steps=3, batch_size=4)
@@ -17,17 +20,18 @@ their layouts, checked by :func:`attnbook.validation.check_weights`.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ...validation import Dims, check_positive_int
+from ...validation import check_positive_int
 from ..gradients import entropy, entropy_grads
 from ..loop import fit
 from ..store import load_trained, trained_path
+from .boundary import batcher, check_config, check_model, config_dims
 
-__all__ = ["Model", "check_config", "config_dims", "load", "loader", "loss_and_gradients", "train"]
+__all__ = ["Forward", "Model", "Trained", "batcher", "check_config", "check_model", "config_dims", "load", "loader",
+           "loss_and_gradients", "train"]
 
 
 class Model(NamedTuple):
@@ -52,6 +56,9 @@ class Model(NamedTuple):
         ``evaluate(params, config) -> dict``, the metrics of a training record.
     fit_options : callable
         ``fit_options(config) -> dict``, the keywords of :func:`attnbook.learning.loop.fit` (rate, clipping).
+    layout, check, dims : optional
+        For :func:`~.boundary.check_model`: the NamedTuple of the parameters, ``check(config) -> config`` (the model's
+        :func:`~.boundary.check_config` and its own), ``dims(config) ->`` the sizes of :func:`~.boundary.config_dims`.
 
     Examples
     --------
@@ -68,85 +75,47 @@ class Model(NamedTuple):
     batch: Callable
     evaluate: Callable
     fit_options: Callable
+    layout: type | None = None
+    check: Callable | None = None
+    dims: Callable | None = None
 
 
-def check_config(config, kind: type, minimum: dict | None = None, own: tuple = ()) -> NamedTuple:
-    """``config`` if it is a ``kind`` whose fields hold what their annotations say, else an error naming the field.
+class Forward(NamedTuple):
+    """A decoder's (or encoder's) forward pass: the scores and every layer's attention, ``logits, attention = ...``.
 
-    An ``int`` field must be an integer of at least 1 (or its entry in ``minimum``); a ``float`` field a
-    positive finite number (``float | None``: or None). Other fields, and those in ``own``, are the
-    model's own to check.
-
-    Parameters
+    Attributes
     ----------
-    config : NamedTuple
-        The configuration.
-    kind : type
-        The NamedTuple it must be.
-    minimum : dict, optional
-        The smallest value of an integer field, when not 1 (``{"shift": 0}``).
-    own : tuple of str, optional
-        Fields the model checks itself (a fraction in ``[0, 1)``).
-
-    Returns
-    -------
-    NamedTuple
-        ``config``.
+    logits, attention : ndarray
+        ``(batch, n, V)`` the scores of each position; ``(n_layers, batch, n_heads, n, n)`` every layer's
+        attention weights (the model's docstring says its own layout).
 
     Examples
     --------
-    >>> from attnbook.learning.models.vit import ViTConfig
-    >>> check_config(ViTConfig(max_norm=0.0), ViTConfig)
-    Traceback (most recent call last):
-    ...
-    ValueError: config.max_norm must be a positive finite number, got 0.0
+    >>> Forward(logits=None, attention=None)._fields
+    ('logits', 'attention')
     """
-    if not isinstance(config, kind):
-        article = "an" if kind.__name__[0] in "AEIOU" else "a"
-        raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
-    minimum = minimum or {}
-    for field, annotation in kind.__annotations__.items():
-        value, name = getattr(config, field), f"config.{field}"
-        annotation = getattr(annotation, "__forward_arg__", annotation)  # a NamedTuple keeps them as ForwardRef
-        if field in own:
-            continue
-        if annotation in (int, "int"):
-            check_positive_int(value, name, minimum.get(field, 1))
-        elif annotation in (float, "float") or (annotation in ("float | None", float | None) and value is not None):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return config
+
+    logits: object  # (batch, n, V)
+    attention: object  # (n_layers, batch, h, n, n)
 
 
-def config_dims(config, names: tuple, **more) -> Dims:
-    """The sizes ``config`` fixes for :func:`attnbook.validation.check_weights`, each said as ``config.<name> = <value>``.
+class Trained(NamedTuple):
+    """A stored model as :func:`load` reads it: ``params, config, record = ...``.
 
-    The key heads are as wide as the model (``d_kv`` is ``d_model``).
-
-    Parameters
+    Attributes
     ----------
-    config : NamedTuple
-        The configuration.
-    names : tuple of str
-        Its fields that are dimensions of the weights, by the same name.
-    **more : tuple of (int, str)
-        Other dimensions, ``name=(size, why)``.
-
-    Returns
-    -------
-    Dims
-        The dimensions.
+    params, config, record
+        The parameters, the configuration they were trained with, the training record (a dict).
 
     Examples
     --------
-    >>> from attnbook.learning.models.vit import ViTConfig
-    >>> dims = config_dims(ViTConfig(), ("d_model",), n_tokens=(17, "17 tokens"))
-    >>> dims["d_kv"], dims.why(("d_model", "n_tokens"))
-    (32, 'config.d_model = 32 and 17 tokens')
+    >>> Trained(None, None, {"seed": 0}).record["seed"]
+    0
     """
-    dims = Dims(**{name: (getattr(config, name), f"config.{name} = {getattr(config, name)}") for name in names}, **more)
-    dims.alias("d_kv", "d_model")
-    return dims
+
+    params: object
+    config: object
+    record: dict
 
 
 def entropy_loss(logits, targets) -> tuple:
@@ -279,17 +248,15 @@ def load(model: Model, directory=None) -> tuple:
     return params, config, record
 
 
-def loader(model: Model, wrap: Callable = tuple) -> Callable:
-    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, its result wrapped.
+def loader(model: Model) -> Callable:
+    r"""The loader of a stored model, ``load_<model>(directory=None)``: :func:`load` of ``model``, a :class:`Trained`.
 
-    .. math:: \texttt{directory} \mapsto \operatorname{wrap}(\operatorname{load}(\text{model}, \texttt{directory}))
+    .. math:: \texttt{directory} \mapsto \operatorname{Trained}(\operatorname{load}(\text{model}, \texttt{directory}))
 
     Parameters
     ----------
     model : Model
         The stored model.
-    wrap : callable, optional
-        Applied to ``(params, config, record)`` (a NamedTuple class, say); default ``tuple``.
 
     Returns
     -------
@@ -299,13 +266,13 @@ def loader(model: Model, wrap: Callable = tuple) -> Callable:
     Examples
     --------
     >>> from attnbook.learning.models.induction import MODEL
-    >>> params, config, record = loader(MODEL)()
-    >>> record["seed"], type(config).__name__
+    >>> trained = loader(MODEL)()
+    >>> trained.record["seed"], type(trained.config).__name__
     (0, 'InductionConfig')
     """
     def load_model(directory=None):
-        return wrap(load(model, directory))
+        return Trained._make(load(model, directory))
 
     load_model.__doc__ = (f"The stored model {model.name!r}, read from ``attnbook/data/trained`` (or ``directory``) by "
-                          f":func:`attnbook.learning.models.scaffold.load`: ``(params, config, record)``.")
+                          f":func:`attnbook.learning.models.scaffold.load`: a ``Trained`` ``(params, config, record)``.")
     return load_model

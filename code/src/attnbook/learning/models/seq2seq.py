@@ -12,12 +12,6 @@ self-attention is causal. The loss is label-smoothed cross-entropy over the real
 the layers' backward passes (:mod:`attnbook.learning.layers`), on the scaffold of every model
 (:mod:`attnbook.learning.models.scaffold`). Decoding it is :mod:`attnbook.learning.analysis.seq2seq_decoder`, its
 alignment and speed :mod:`attnbook.learning.analysis.seq2seq`.
-
->>> config = ReversalConfig(n_symbols=4, d_model=8, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
->>> batch = reversal_batch(2, config.n_symbols, 3, 5, seed=0)
->>> out = reversal_forward(init_reversal(config, seed=0), batch.source, batch.target_in, config)
->>> out.logits.shape == batch.target_in.shape + (config.vocab_size,), out.cross_weights[0].shape[1]
-(True, 2)
 """
 
 from __future__ import annotations
@@ -31,14 +25,14 @@ import numpy as np
 from ...positional import sinusoidal_encoding
 from ...transformer import DecoderLayerWeights, EncoderLayerWeights, init_decoder_layer, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Stack, check_weights
+from ...validation import Array, Stack
 from ..gradients import token_entropy
 from ..layers import decoder_layer_vjp, embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import PAD, Seq2SeqBatch, check_seq2seq_batch, check_tokens, draw_reversal, reversal_batch
 from . import scaffold
 
-__all__ = ["MODEL", "ReversalConfig", "ReversalForward", "ReversalParameters", "TrainedReversal", "check_params",
-           "held_out_batch", "init_reversal", "load_reversal", "reversal_forward", "reversal_loss_and_gradients"]
+__all__ = ["MODEL", "ReversalConfig", "ReversalParameters", "held_out_batch", "init_reversal", "load_reversal",
+           "reversal_forward", "reversal_loss_and_gradients"]
 
 
 class ReversalConfig(NamedTuple):
@@ -106,22 +100,7 @@ class ReversalParameters(NamedTuple):
     decoder: Stack[DecoderLayerWeights, "n_decoder_layers"]
 
 
-class ReversalForward(NamedTuple):
-    """The teacher-forced forward pass: the logits and every layer's attention weights (a tuple per stack).
-
-    Attributes
-    ----------
-    logits : ndarray
-        ``(batch, n_tgt, vocab)`` scores of each target position's next token.
-    encoder_weights, self_weights, cross_weights : tuple of ndarray
-        Per layer ``(batch, h, n_src, n_src)``, ``(batch, h, n_tgt, n_tgt)`` (causal), ``(batch, h, n_tgt, n_src)``.
-
-    Examples
-    --------
-    >>> ReversalForward(np.zeros(1), (), (), ()).cross_weights
-    ()
-    """
-
+class _ReversalForward(NamedTuple):  # the teacher-forced pass: the logits and every layer's attention, per stack
     logits: np.ndarray  # (batch, n_tgt, vocab)
     encoder_weights: tuple  # per layer (batch, h, n_src, n_src)
     self_weights: tuple  # per layer (batch, h, n_tgt, n_tgt)
@@ -141,30 +120,9 @@ def _check_config(config) -> ReversalConfig:
     return config
 
 
-def check_params(params, config: ReversalConfig) -> tuple:
-    """The model's boundary, which its analyses share: ``(params, config)``, checked against each other.
-
-    Parameters
-    ----------
-    params, config
-        As in :func:`reversal_forward`.
-
-    Returns
-    -------
-    tuple
-        ``(params, config)``.
-
-    Examples
-    --------
-    >>> check_params(tuple(init_reversal()), ReversalConfig())
-    Traceback (most recent call last):
-    ...
-    TypeError: params must be ReversalParameters, got tuple
-    """
-    config = _check_config(config)
-    dims = scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
+def _dims(config: ReversalConfig):
+    return scaffold.config_dims(config, ("d_model", "d_ff", "n_encoder_layers", "n_decoder_layers"),
                                 vocab=(config.vocab_size, f"config.vocab_size = {config.vocab_size}"))
-    return check_weights(params, ReversalParameters, "params", dims), config
 
 
 def init_reversal(config: ReversalConfig = ReversalConfig(), seed: int = 0) -> ReversalParameters:
@@ -257,10 +215,10 @@ def taped(params: ReversalParameters, source: np.ndarray, target_in: np.ndarray,
         return ReversalParameters(d_output + d_target + d_source, tuple(reversed(encoder_grads)),
                                   tuple(reversed(decoder_grads)))  # the three uses of E add up
 
-    return ReversalForward(logits, tuple(encoder_weights), tuple(self_weights), tuple(cross_weights)), back
+    return _ReversalForward(logits, tuple(encoder_weights), tuple(self_weights), tuple(cross_weights)), back
 
 
-def reversal_forward(params: ReversalParameters, source, target_in, config: ReversalConfig) -> ReversalForward:
+def reversal_forward(params: ReversalParameters, source, target_in, config: ReversalConfig) -> _ReversalForward:
     r"""The teacher-forced forward pass: next-token logits at every target position, and every attention map.
 
     .. math:: M = \operatorname{Enc}\bigl(\sqrt{d}\, E[s] + \mathrm{PE}\bigr), \qquad
@@ -275,18 +233,19 @@ def reversal_forward(params: ReversalParameters, source, target_in, config: Reve
 
     Returns
     -------
-    ReversalForward
-        Logits ``(batch, n_tgt, vocab)`` and the attention weights of every layer.
+    NamedTuple
+        ``logits, encoder_weights, self_weights, cross_weights``: ``(batch, n_tgt, vocab)`` and, a tuple per stack,
+        every layer's ``(batch, h, n_src, n_src)``, ``(batch, h, n_tgt, n_tgt)`` (causal), ``(batch, h, n_tgt, n_src)``.
 
     Examples
     --------
     >>> trained = load_reversal()
     >>> batch = reversal_batch(1, 10, 5, 5, seed=3)
     >>> out = reversal_forward(trained.params, batch.source, batch.target_in, trained.config)
-    >>> bool(np.array_equal(out.logits.argmax(axis=-1), batch.target_out))
-    True
+    >>> bool(np.array_equal(out.logits.argmax(axis=-1), batch.target_out)), out.cross_weights[0].shape  # 2 heads
+    (True, (1, 2, 6, 5))
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     source = check_tokens(source, "source", config.vocab_size, real=True)  # (batch, n_src)
     target_in = check_tokens(target_in, "target_in", config.vocab_size)  # (batch, n_tgt)
     if target_in.shape[0] != source.shape[0]:
@@ -320,27 +279,8 @@ def reversal_loss_and_gradients(params: ReversalParameters, batch: Seq2SeqBatch,
     >>> 2.0 < loss < 4.0, grads.encoder[0].self_attention.w_q.shape
     (True, (8, 8))
     """
-    params, config = check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     return scaffold.loss_and_gradients(MODEL, params, check_seq2seq_batch(batch, config.vocab_size), config)
-
-
-class TrainedReversal(NamedTuple):
-    """The stored model, as :func:`attnbook.learning.models.scaffold.load` reads it.
-
-    Attributes
-    ----------
-    params, config, record
-        :class:`ReversalParameters`, the :class:`ReversalConfig` it was trained with, the training record.
-
-    Examples
-    --------
-    >>> load_reversal().config.d_model
-    32
-    """
-
-    params: ReversalParameters
-    config: ReversalConfig
-    record: dict
 
 
 def held_out_batch(config: ReversalConfig) -> Seq2SeqBatch:
@@ -381,7 +321,8 @@ MODEL = scaffold.Model(
     batch=lambda rng, c: draw_reversal(rng, c.batch_size, c.n_symbols, c.min_length, c.max_length),
     evaluate=_evaluate,
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm},
+    layout=ReversalParameters, check=_check_config, dims=_dims,
 )
 
 
-load_reversal = scaffold.loader(MODEL, TrainedReversal._make)  # (params, config, record) of data/trained/reversal
+load_reversal = scaffold.loader(MODEL)  # Trained(params, config, record) of data/trained/reversal

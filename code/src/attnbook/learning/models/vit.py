@@ -10,32 +10,26 @@ from the final ``[CLS]`` vector by a linear layer:
 Nothing in the model says that patch 5 lies below patch 1: the grid has to be learned into ``E_pos``.
 The model stands on the scaffold of every model (:mod:`attnbook.learning.models.scaffold`): its gradient
 from the layers' vector-Jacobian products, its training :func:`attnbook.learning.loop.fit`; it ships as
-``data/trained/digits_vit.npz``. What it attends to is :mod:`attnbook.learning.analysis.vit`.
-
->>> params, config, record = load_vit()
->>> split = load_digits_split(config.test_fraction, config.split_seed)
->>> accuracy = vit_accuracy(params, split.test_images, split.test_labels, config)
->>> accuracy == record["metrics"]["test_accuracy"]
-True
+``data/trained/digits_vit.npz`` (its test accuracy: :func:`vit_accuracy`). What it attends to is
+:mod:`attnbook.learning.analysis.vit`.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
 from ...transformer import EncoderLayerWeights, init_encoder_layer
 from ...multihead import check_heads
-from ...validation import Array, Stack, check_weights
+from ...validation import Array, Stack
 from ..gradients import linear_grads, token_entropy
 from ..layers import encoder_layer_vjp
-from ..digits import GREY_LEVELS, check_digits, image_patches, load_digits_split, shifted
+from ..digits import GREY_LEVELS, check_digits, draw_digits, image_patches, load_digits_split
 from . import scaffold
 
-__all__ = ["MODEL", "ViTConfig", "ViTOutput", "ViTParams", "init_vit", "load_vit", "vit_accuracy", "vit_forward",
+__all__ = ["MODEL", "ViTConfig", "ViTParams", "init_vit", "load_vit", "vit_accuracy", "vit_forward",
            "vit_loss_and_gradients"]
 
 
@@ -52,12 +46,9 @@ class ViTConfig(NamedTuple):
     learning_rate, max_norm, label_smoothing : float
         A constant rate of Adam instead of the schedule (None: the schedule), the clipping norm, the
         weight of the uniform distribution mixed into the targets.
-    shift : int
-        Training images are translated by up to ``shift`` pixels each way (0: no augmentation).
-    test_fraction : float
-        Share of the digits held out (:func:`attnbook.learning.digits.load_digits_split`).
-    split_seed : int
-        Seed of the train/test split.
+    shift, test_fraction, split_seed
+        Training images are translated by up to ``shift`` pixels each way (0: none); the share of the digits
+        held out and the seed of the split (:func:`attnbook.learning.digits.load_digits_split`).
 
     Examples
     --------
@@ -112,24 +103,6 @@ class ViTParams(NamedTuple):
     head_bias: Array["n_classes"]  # b_C
 
 
-class ViTOutput(NamedTuple):
-    """What :func:`vit_forward` returns: the logits ``(n, K)`` and every layer's attention ``(n, L, h, T, T)``.
-
-    Attributes
-    ----------
-    logits, attention : ndarray
-        Class scores of each image, and the self-attention of every layer and head (token 0 is ``[CLS]``).
-
-    Examples
-    --------
-    >>> ViTOutput(np.zeros((1, 10)), np.zeros((1, 2, 2, 17, 17))).attention.shape[1]
-    2
-    """
-
-    logits: np.ndarray  # (n, n_classes)
-    attention: np.ndarray  # (n, n_layers, h, T, T)
-
-
 def _check_config(config) -> ViTConfig:
     """The one check of a configuration: positive sizes that fit together."""
     scaffold.check_config(config, ViTConfig, minimum={"shift": 0, "split_seed": 0}, own=("label_smoothing", "test_fraction"))
@@ -143,14 +116,12 @@ def _check_config(config) -> ViTConfig:
     return config
 
 
-def _check_params(params, config) -> tuple[ViTParams, ViTConfig]:
-    config = _check_config(config)
+def _dims(config: ViTConfig):
     n_tokens = (config.image_side // config.patch) ** 2 + 1
-    dims = scaffold.config_dims(
+    return scaffold.config_dims(
         config, ("d_model", "n_layers", "d_ff", "n_classes"),
         patch_area=(config.patch ** 2, f"config.patch = {config.patch} gives {config.patch ** 2} pixels a patch"),
         n_tokens=(n_tokens, f"config.image_side and config.patch give {n_tokens} tokens"))
-    return check_weights(params, ViTParams, "params", dims), config
 
 
 def _check_digits(images, labels, config: ViTConfig, name: str = "images") -> tuple:
@@ -203,7 +174,7 @@ def init_vit(config: ViTConfig, seed: int = 0) -> ViTParams:
 
 
 def taped(params: ViTParams, tokens: np.ndarray, n_heads: int) -> tuple:
-    """Unchecked kernel: the forward pass on patches ``(n, n_patches, p * p)``; ``(ViTOutput, back)``.
+    """Unchecked kernel: the forward pass on patches ``(n, n_patches, p * p)``; ``(Forward, back)``.
 
     ``back(d_logits)`` returns the gradient of every parameter, a :class:`ViTParams`.
 
@@ -237,10 +208,10 @@ def taped(params: ViTParams, tokens: np.ndarray, n_heads: int) -> tuple:
         return ViTParams(d_embed, d_embedded.sum(axis=(0, 1)), dz[:, 0].sum(axis=0), dz.sum(axis=0),
                          tuple(reversed(layer_grads)), d_head, d_logits.sum(axis=0))
 
-    return ViTOutput(logits, np.stack(weights, axis=1)), back  # attention (n, L, h, T, T)
+    return scaffold.Forward(logits, np.stack(weights, axis=1)), back  # attention (n, L, h, T, T)
 
 
-def vit_forward(params: ViTParams, images, config: ViTConfig) -> ViTOutput:
+def vit_forward(params: ViTParams, images, config: ViTConfig) -> scaffold.Forward:
     r"""Class scores and attention maps of a batch of digits.
 
     .. math:: Z_0 = [c ; P W_E + b_E] + E_\text{pos}, \qquad Z_l = \operatorname{Enc}_l(Z_{l-1}), \qquad
@@ -254,8 +225,9 @@ def vit_forward(params: ViTParams, images, config: ViTConfig) -> ViTOutput:
 
     Returns
     -------
-    ViTOutput
-        ``logits`` and ``attention``.
+    Forward
+        :class:`~attnbook.learning.models.scaffold.Forward`: ``logits`` ``(n, K)`` and every layer's attention
+        ``(n, n_layers, h, T, T)`` (token 0 is ``[CLS]``).
 
     Examples
     --------
@@ -264,7 +236,7 @@ def vit_forward(params: ViTParams, images, config: ViTConfig) -> ViTOutput:
     >>> bool(np.all(vit_forward(params, split.test_images[:4], config).logits.argmax(1) == split.test_labels[:4]))
     True
     """
-    params, config = _check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     pixels = _check_digits(images, None, config)[0]  # (n, H, W)
     return taped(params, to_tokens(pixels, config), config.n_heads)[0]
 
@@ -292,7 +264,7 @@ def vit_loss_and_gradients(params: ViTParams, batch: tuple, config: ViTConfig) -
     >>> round(loss, 1), grads.cls.shape
     (2.6, (8,))
     """
-    params, config = _check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise TypeError("batch must be a pair (images, labels)")
     pixels, labels = _check_digits(batch[0], batch[1], config, "batch[0]")  # (B, H, W), (B,)
@@ -332,27 +304,19 @@ def vit_accuracy(params: ViTParams, images, labels, config: ViTConfig) -> float:
     >>> vit_accuracy(params, split.test_images, split.test_labels, config) == record["metrics"]["test_accuracy"]
     True
     """
-    params, config = _check_params(params, config)
+    params, config = scaffold.check_model(MODEL, params, config)
     pixels, labels = _check_digits(images, labels, config)  # (n, H, W), (n,)
     return float(np.mean(predict(params, to_tokens(pixels, config), config.n_heads) == labels))
 
 
-@lru_cache(maxsize=4)
-def _training_set(test_fraction: float, split_seed: int) -> tuple:
-    split = load_digits_split(test_fraction, split_seed)
-    return split.train_images.astype(np.float64), split.train_labels.astype(np.int64)  # (n_train, H, W), (n_train,)
-
-
-def _batch(rng: np.random.Generator, config: ViTConfig) -> tuple:
-    images, labels = _training_set(config.test_fraction, config.split_seed)  # (n_train, H, W), (n_train,)
-    chosen = rng.integers(0, labels.size, size=config.batch_size)  # (B,)
-    return to_tokens(shifted(images[chosen], rng, config.shift), config), labels[chosen]  # (B, n_patches, p * p), (B,)
+def _batch(rng: np.random.Generator, c: ViTConfig) -> tuple:
+    images, labels = draw_digits(rng, c.batch_size, c.shift, c.test_fraction, c.split_seed)  # (B, H, W), (B,)
+    return to_tokens(images, c), labels  # (B, n_patches, p * p), (B,)
 
 
 def _evaluate(params: ViTParams, config: ViTConfig) -> dict:
     split = load_digits_split(config.test_fraction, config.split_seed)
-    predicted = predict(params, to_tokens(split.test_images.astype(np.float64), config), config.n_heads)  # (n_test,)
-    return {"test_accuracy": float(np.mean(predicted == split.test_labels))}  # the record's report: learning.trained
+    return {"test_accuracy": vit_accuracy(params, split.test_images, split.test_labels, config)}  # learning.trained
 
 
 MODEL = scaffold.Model(
@@ -363,7 +327,8 @@ MODEL = scaffold.Model(
     batch=_batch, evaluate=_evaluate,
     fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "learning_rate": c.learning_rate,
                            "max_norm": c.max_norm},
+    layout=ViTParams, check=_check_config, dims=_dims,
 )
 
 
-load_vit = scaffold.loader(MODEL)  # (params, config, record) of data/trained/digits_vit
+load_vit = scaffold.loader(MODEL)  # Trained(params, config, record) of data/trained/digits_vit
