@@ -142,3 +142,39 @@ def test_cheat_sheet_appendix_is_one_landscape_page_with_every_row():
     assert missing == [], f"rows not on the cheat sheet's page {page} (spilled over or lost): {missing}"
     info = poppler("pdfinfo", "-f", str(page), "-l", str(page), str(PDF))
     assert re.search(rf"Page\s+{page} rot:\s+(90|270)", info), f"page {page} is not landscape:\n{info}"
+
+
+ZH_PDF = pdf_path("zh_TW")
+
+
+@pytest.fixture(scope="module")
+def zh_text() -> str:
+    if not ZH_PDF.exists():
+        pytest.fail(f"the zh-Hant PDF is not built: run `make pdf` first ({ZH_PDF})")
+    return flat(poppler("pdftotext", str(ZH_PDF), "-"))
+
+
+def test_the_zh_hant_pdf_has_chinese_chapter_heads_for_every_chapter(zh_text):
+    numbers = {int(n) for n in re.findall(r"第\s*(\d+)\s*章", zh_text)}
+    chapters = len(toc_pages()) - 1  # the intro is front matter
+    cheat_sheet = [p.removesuffix(".html") for p in toc_pages()[1:]].index("chapters/cheat_sheet") + 1
+    assert numbers == set(range(1, chapters + 1)) - {cheat_sheet}, f"chapter heads 第 n 章: {sorted(numbers)}"
+    assert "目錄" in zh_text and "Contents" not in zh_text, "the table of contents is not headed in Chinese"
+
+
+def test_the_zh_hant_pdf_prints_every_chapter_title_in_chinese_in_traditional_fonts(zh_text):
+    from tools.translations import LOCALES, read_catalog
+
+    missing = []
+    for source in toc_sources()[1:]:
+        page = source.relative_to(ROOT).with_suffix(".po")
+        catalog = {m.id: m.string for m in read_catalog(LOCALES / "zh_TW" / "LC_MESSAGES" / page) if m.id}
+        english = next(line[2:] for line in source.read_text(encoding="utf-8").splitlines() if line.startswith("# "))
+        title = flat(re.sub(r"[`*_$]", "", catalog.get(english, english)))
+        if title not in zh_text:
+            missing.append(f"{page}: {title}")
+    assert missing == [], f"chapter titles not in the zh-Hant PDF: {missing}"
+    tex = (ZH_PDF.parent / ZH_PDF.with_suffix(".tex").name).read_text(encoding="utf-8")
+    assert r"\setCJKmainfont{Noto Serif CJK TC}" in tex, "the zh-Hant PDF is not set in the Traditional Chinese font"
+    fonts = poppler("pdffonts", str(ZH_PDF))
+    assert "NotoSerifCJK" in fonts and "NotoSansCJK" in fonts, fonts
