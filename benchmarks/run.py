@@ -357,7 +357,8 @@ def gpt_report(t: dict) -> list:
              f" (child processes; *_one_core: pinned to one core, PyTorch 1 thread);"
              f" {t['characters_per_step']} characters a step; load average {t['load_average_1min']}"]
     for key, seconds in t["seconds_per_step"].items():
-        lines.append(f"    {key:25s} {seconds * 1e3:8.2f} ms/step  {t['characters_per_second'][key]:10.0f} characters/s")
+        per_second = t["characters_per_second"][key]
+        lines.append(f"    {key:25s} {seconds * 1e3:8.2f} ms/step  {per_second:10.0f} characters/s")
     if "torch_over_package" in t:
         lines.append(f"    torch / package throughput in float32: {t['torch_over_package']:.2f} on every core, "
                      f"{t['torch_over_package_one_core']:.2f} on one    (losses agree: {t['torch_matches_package']})")
