@@ -24,7 +24,9 @@ It measures, in one run, side by side:
 6. GPT training throughput: characters per second of one training step of the stored character-level GPT
    (attnbook.learning.models.gpt, its own configuration and batch) in float32, the dtype it trains in, against
    its PyTorch twin (benchmarks/torch_gpt.py, tested equal in float64 in
-   code/tests/learning/models/test_gpt_torch.py) in float32; PyTorch in a child process as in 4.
+   code/tests/learning/models/test_gpt_torch.py) in float32, each in child processes of its own: on every
+   usable core with its own threads (the package's two halves of the batch on one BLAS thread each, as
+   `make train` runs it; PyTorch's default threads) and pinned to one core.
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
@@ -286,56 +288,80 @@ class GPTPackageTrainer:
         return loss
 
 
-def gpt_worker(repeats: int) -> None:
-    """Child process: time the PyTorch twin's GPT training step in float32."""
-    import torch
-    import torch_gpt  # benchmarks/torch_gpt.py: this script's folder is on the path when run
+# the GPT's step on all usable cores (each side's own threads: PyTorch's intra-op threads, the package's two
+# halves of the batch on one BLAS thread each, as `make train` runs it) and on one core (PyTorch one thread)
+GPT_RUNS = {"package_float32": ("package", "all"), "torch_float32": ("torch", "all"),
+            "package_float32_one_core": ("package", "one"), "torch_float32_one_core": ("torch", "one")}
 
+
+def gpt_worker(side: str, cores: str, repeats: int) -> None:
+    """Child process: time one side's GPT training step in float32, on every usable core or on one."""
+    if cores == "one":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the package then runs its batch in one piece
     config, params, batch = gpt_case()
-    trainer = torch_gpt.TorchTrainer(params, config, torch.float32)
-    first_loss = trainer.step(batch)
+    if side == "torch":
+        import torch
+        import torch_gpt  # benchmarks/torch_gpt.py: this script's folder is on the path when run
+
+        if cores == "one":
+            torch.set_num_threads(1)
+        trainer, threads = torch_gpt.TorchTrainer(params, config, torch.float32), torch.get_num_threads()
+    else:
+        trainer, threads = GPTPackageTrainer(params, config), min(2, len(os.sched_getaffinity(0)))  # fast_block
+    first_loss = float(trainer.step(batch))
     seconds = time_calls([timed_steps(trainer, batch, 1)], repeats=repeats, statistic="min", clock="wall")[0]
-    print(json.dumps({"threads": torch.get_num_threads(), "seconds_per_step": float(seconds), "first_loss": first_loss}))
+    print(json.dumps({"threads": threads, "blas_threads": blas_threads(), "seconds_per_step": float(seconds),
+                      "first_loss": first_loss}))
+
+
+def time_gpt(side: str, cores: str, repeats: int) -> dict:
+    """:func:`gpt_worker` in a child process; the package's with one BLAS thread (its own two do the work)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if side == "package" else None
+    done = subprocess.run([sys.executable, __file__, "--gpt-worker", side, "--cores", cores, "--repeats",
+                           str(repeats)], capture_output=True, text=True, check=True, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def bench_gpt_training(repeats: int) -> dict:
     """Characters per step and per second of the GPT's training step: the package and its twin, float32."""
-    config, params, batch = gpt_case()
-    trainer = GPTPackageTrainer(params, config)
-    first_loss = float(trainer.step(batch))
-    seconds = {"package_float32": float(time_calls([timed_steps(trainer, batch, 1)], repeats=repeats,
-                                                   statistic="min", clock="wall")[0])}
+    config, _, _ = gpt_case()
+    sides = ("package", "torch") if torch_version() is not None else ("package",)
+    reports = {key: time_gpt(side, cores, repeats) for key, (side, cores) in GPT_RUNS.items() if side in sides}
+    seconds = {key: report["seconds_per_step"] for key, report in reports.items()}
+    first_loss = reports["package_float32"]["first_loss"]
     result = {
         "model": "attnbook.learning.models.gpt character-level GPT (GPTConfig(), the stored model's)",
         "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
         "characters_per_step": int(config.batch_size * config.context), "dtype": "float32",
-        "numpy_blas_threads": blas_threads(), "torch_threads": None, "load_average_1min": load_average(),
-        "first_loss": round(first_loss, 6),
+        "package_threads": reports["package_float32"]["threads"],
+        "numpy_blas_threads": reports["package_float32"]["blas_threads"], "torch_threads": None,
+        "load_average_1min": load_average(), "first_loss": round(first_loss, 6),
     }
-    if torch_version() is not None:
-        done = subprocess.run([sys.executable, __file__, "--gpt-worker", "--repeats", str(repeats)],
-                              capture_output=True, text=True, check=True)
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-        result["torch_threads"] = report["threads"]
-        seconds["torch_float32"] = report["seconds_per_step"]
-        result["torch_matches_package"] = bool(np.isclose(report["first_loss"], first_loss, rtol=1e-4, atol=0))
+    if "torch_float32" in reports:
+        result["torch_threads"] = reports["torch_float32"]["threads"]
+        result["torch_matches_package"] = bool(np.isclose(reports["torch_float32"]["first_loss"], first_loss,
+                                                          rtol=1e-4, atol=0))
     result["seconds_per_step"] = {key: round(t, 6) for key, t in seconds.items()}
     result["characters_per_second"] = {key: round(result["characters_per_step"] / t, 1) for key, t in seconds.items()}
     if "torch_float32" in seconds:
         result["torch_over_package"] = round(seconds["package_float32"] / seconds["torch_float32"], 3)
+        result["torch_over_package_one_core"] = round(
+            seconds["package_float32_one_core"] / seconds["torch_float32_one_core"], 3)
     return result
 
 
 def gpt_report(t: dict) -> list:
     threads = f"PyTorch {t['torch_threads']} threads" if t["torch_threads"] else "PyTorch not installed"
     lines = [f"6. training throughput, character-level GPT: one step = forward + backward + clipping + Adam, float32;"
-             f" numpy BLAS {t['numpy_blas_threads']} threads, {threads} (child process);"
+             f" the package {t['package_threads']} threads on BLAS {t['numpy_blas_threads']} thread(s), {threads}"
+             f" (child processes; *_one_core: pinned to one core, PyTorch 1 thread);"
              f" {t['characters_per_step']} characters a step; load average {t['load_average_1min']}"]
     for key, seconds in t["seconds_per_step"].items():
-        lines.append(f"    {key:16s} {seconds * 1e3:8.2f} ms/step  {t['characters_per_second'][key]:10.0f} characters/s")
+        per_second = t["characters_per_second"][key]
+        lines.append(f"    {key:25s} {seconds * 1e3:8.2f} ms/step  {per_second:10.0f} characters/s")
     if "torch_over_package" in t:
-        lines.append(f"    torch / package throughput in float32: {t['torch_over_package']:.2f}"
-                     f"    (losses agree: {t['torch_matches_package']})")
+        lines.append(f"    torch / package throughput in float32: {t['torch_over_package']:.2f} on every core, "
+                     f"{t['torch_over_package_one_core']:.2f} on one    (losses agree: {t['torch_matches_package']})")
     return lines
 
 
@@ -548,7 +574,8 @@ def main(argv: list[str]) -> int:
                         help="run only this section and update it in the existing JSON (the others are kept)")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
     parser.add_argument("--training-worker", action="store_true", help=argparse.SUPPRESS)  # internal: its twin
-    parser.add_argument("--gpt-worker", action="store_true", help=argparse.SUPPRESS)  # internal: the GPT's twin
+    parser.add_argument("--gpt-worker", choices=["package", "torch"], help=argparse.SUPPRESS)  # internal: GPT step
+    parser.add_argument("--cores", choices=["all", "one"], default="all", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.torch_worker:
         torch_worker(args.torch_worker, args.repeats)
@@ -557,7 +584,7 @@ def main(argv: list[str]) -> int:
         training_worker(args.repeats)
         return 0
     if args.gpt_worker:
-        gpt_worker(args.repeats)
+        gpt_worker(args.gpt_worker, args.cores, args.repeats)
         return 0
     started = time.perf_counter()
     repeats = 2 if args.quick else args.repeats

@@ -1,6 +1,6 @@
 """attnbook.learning.fast_block: the GPT's fast path equals the reference block (modern_layers.rotary_block_vjp)
 forward and backward, in float64 to 1e-12 and in float32 to its round-off, for multi-head, grouped-query and
-multi-query attention; and its embedding gradient is the reference's."""
+multi-query attention; its two threads give the bytes of one piece; and its embedding gradient is the reference's."""
 
 import numpy as np
 import pytest
@@ -57,3 +57,21 @@ def test_the_embedding_gradient_is_the_reference_scatter():
     tokens, dx = rng.integers(0, 5, (2, 6)), rng.standard_normal((2, 6, 3))
     _, back = embedding_vjp(np.zeros((5, 3)), tokens)
     np.testing.assert_allclose(embedding_gradient(tokens, dx, 5), back(dx), rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype, batch", [(np.float32, 4), (np.float64, 3)])
+def test_two_threads_give_the_bytes_of_one_piece(monkeypatch, dtype, batch):
+    import attnbook.learning.fast_block as fast_block
+
+    rng = np.random.default_rng(4)
+    x, dy = (rng.standard_normal((batch, 16, 32)).astype(dtype) for _ in range(2))
+    block = tree_map(lambda a: a.astype(dtype), init_decoder_block(32, 48, 4, 2, seed=4))
+    theta = sinusoidal_frequencies(32 // 4)
+    results = []
+    for halves in (1, 2):
+        monkeypatch.setattr(fast_block, "_halves", lambda halves=halves: halves)
+        (y, attention), back = fast_block_vjp(x, block, 4, 2, theta, 1e-6)
+        grads, dx = back(dy)
+        results.append([y, attention, dx, *tree_leaves(grads)])
+    for one_piece, two_threads in zip(*results, strict=True):
+        assert one_piece.tobytes() == two_threads.tobytes()
