@@ -67,7 +67,16 @@ def extract() -> Path:
 
     fill_cache()  # the pages' glued values and outputs, from the English build's cache
     # one catalog per page; no source lines in the catalogs (they would change with every English edit)
-    config = generated_config("gettext", gettext_compact=False, gettext_uuid=False, gettext_location=False)
+    # and the outputs as the website shows them, so that their figures' alt texts are messages too (myst-nb
+    # knows no output priorities for the gettext builder: it would render no output at all)
+    from myst_nb.core.render import base_render_priority
+
+    english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]
+    as_website = [["gettext", mime, priority] for mime, priority in base_render_priority()["html"].items()]
+    as_website += [["gettext", mime, priority] for builder, mime, priority in english["nb_mime_priority_overrides"]
+                   if builder == "html"]
+    config = generated_config("gettext", gettext_compact=False, gettext_uuid=False, gettext_location=False,
+                              nb_mime_priority_overrides=english["nb_mime_priority_overrides"] + as_website)
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     run = subprocess.run([str(jupyter_book), "build", str(ROOT), "--config", str(config),
                           "--path-output", str(I18N / "gettext"), "--builder", "custom",

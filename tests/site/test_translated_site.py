@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from html.parser import HTMLParser
 
 from pathlib import Path
 
@@ -73,6 +74,38 @@ def test_both_languages_link_each_other_by_hreflang_and_a_switcher_to_the_same_p
         assert len(targets) == 1, f"{prefix}{page}: {len(targets)} language switchers"
         opened = ((HTML / prefix / page).parent / targets[0]).resolve()
         assert opened == (HTML / other / page).resolve(), f"{prefix}{page}: the switcher opens {targets[0]}"
+
+
+class _Alts(HTMLParser):
+    """The alt texts of the images a page's code cells drew (not the interactive figures' states, whose
+    pictures are the English ones)."""
+
+    def __init__(self):
+        super().__init__()
+        self.alts, self._open, self._static = [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img" and not self._static and attrs.get("alt"):
+            self.alts.append(attrs["alt"])
+        if tag == "div":
+            static = "attn-static-widget" in (attrs.get("class") or "")
+            self._open.append(static)
+            self._static += static
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._open:
+            self._static -= self._open.pop()
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
+def test_zh_hant_page_describes_its_figures_in_chinese(page):
+    english, translated = _Alts(), _Alts()
+    english.feed(article(read(HTML / page)))
+    translated.feed(article(read(SITE / page)))
+    assert len(translated.alts) == len(english.alts), f"{page}: {len(english.alts)} figures, {len(translated.alts)} alt texts"
+    untranslated = [alt[:80] for alt in translated.alts if not re.search(r"[\u4e00-\u9fff]", alt)]
+    assert untranslated == [], f"{FOLDER}/{page}: alt texts still in English: {untranslated}"
 
 
 def _markdown(notebook) -> str:

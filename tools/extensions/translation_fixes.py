@@ -78,6 +78,22 @@ def _with_translatable_title(run):
     return run_with_translatable_title
 
 
+class ImageAltIsTranslatable(SphinxTransform):
+    """A figure's alt text is translatable: myst-nb's image of a code cell's output has no source position, which
+    Sphinx's message extraction and translation ask of a node; it gets its cell's."""
+
+    default_priority = 19  # before Sphinx's Locale (20) translates the page
+
+    def apply(self, **kwargs) -> None:
+        for image in self.document.findall(nodes.image):
+            if image.get("alt") and not image.source:
+                holder = image.parent
+                while holder is not None and not holder.source:
+                    holder = holder.parent
+                if holder is not None:
+                    image.source, image.line = holder.source, holder.line
+
+
 class RegisterTranslatedExercises(SphinxTransform):
     """After the page's translation (Sphinx's ``Locale``, priority 20), its solutions' titles repeat the translated exercise."""
 
@@ -120,6 +136,7 @@ def setup(app):
     for directive in (ExerciseDirective, ExerciseStartDirective):
         if not hasattr(directive.run, "__wrapped__"):
             directive.run = _with_translatable_title(directive.run)
+    app.add_transform(ImageAltIsTranslatable)
     app.add_transform(RegisterTranslatedExercises)
     app.add_post_transform(OfferResolvedExerciseTitles)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
