@@ -194,3 +194,21 @@ def test_zh_hant_page_loads_offline_described_typeset_and_accessible(light_repor
     assert report.formulas["raw"] == [] and report.formulas["errors"] == [], report.formulas
     assert report.serious_accessibility_violations == [], report.serious_accessibility_violations
 
+
+
+def test_zh_hant_notebooks_zip_holds_every_chapter_in_zh_hant_with_the_english_code():
+    # the English zip's notebooks run top to bottom in a reader's environment (tests/artefacts); the zh-Hant ones
+    # hold the same code cells, so they are not run again, only read
+    import zipfile
+
+    from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
+
+    english, translated = (zipfile.ZipFile(folder / NOTEBOOKS_ZIP) for folder in (HTML, SITE))
+    names = sorted(n for n in english.namelist() if n.endswith(".ipynb"))
+    assert sorted(n for n in translated.namelist() if n.endswith(".ipynb")) == names
+    for name in names:
+        zh = nbformat.reads(translated.read(name).decode("utf-8"), as_version=4)
+        en = nbformat.reads(english.read(name).decode("utf-8"), as_version=4)
+        assert len(re.findall(r"[\u4e00-\u9fff]", _markdown(zh))) > 200, f"{name}: its Markdown is not zh-Hant"
+        assert [c.source for c in zh.cells if c.cell_type == "code"] == [c.source for c in en.cells if c.cell_type == "code"]
+    assert set(translated.namelist()) - set(names) == set(english.namelist()) - set(names), "other files than the English zip"
