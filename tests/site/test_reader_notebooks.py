@@ -68,9 +68,12 @@ def markdown(notebook) -> str:
 
 def test_each_place_hands_out_every_notebook_it_should(collections):
     assert sorted(collections["page downloads"]) == [f"{page}.ipynb" for page in PAGES]
-    assert sorted(collections["launch branch"]) == [f"{page}.ipynb" for page in PAGES]
+    # the launch branch and the lite site hold the zh-Hant notebooks too (tests/site/test_translated_site.py)
+    assert sorted(collections["launch branch"]) == sorted([f"{page}.ipynb" for page in PAGES] +
+                                                          [f"zh-Hant/{page}.ipynb" for page in PAGES])
     assert sorted(collections["notebooks zip"]) == [f"{page}.ipynb" for page in CHAPTERS]
-    assert sorted(collections["JupyterLite"]) == sorted(f"{Path(page).name}.ipynb" for page in CHAPTERS)
+    assert sorted(collections["JupyterLite"]) == sorted([f"{Path(page).name}.ipynb" for page in CHAPTERS] +
+                                                        [f"{Path(page).name}.zh-Hant.ipynb" for page in CHAPTERS])
 
 
 @pytest.mark.parametrize("place", COLLECTIONS)
@@ -83,7 +86,8 @@ def test_no_markdown_cell_handed_out_shows_a_myst_role_or_directive(collections,
 def test_every_code_cell_is_the_paired_notebooks_which_nbval_checks(collections, place):
     differ = []
     for path, notebook in collections[place].items():
-        page = next(page for page in PAGES if path in (f"{page}.ipynb", f"{Path(page).name}.ipynb"))
+        page = next(page for page in PAGES if path in (f"{page}.ipynb", f"{Path(page).name}.ipynb",
+                                                         f"zh-Hant/{page}.ipynb", f"{Path(page).name}.zh-Hant.ipynb"))
         paired = nbformat.read(ROOT / f"{page}.ipynb", as_version=4)
         ours = [(c.source, sorted(c.metadata.get("tags", []))) for c in notebook.cells if c.cell_type == "code"]
         theirs = [(c.source, sorted(c.metadata.get("tags", []))) for c in paired.cells if c.cell_type == "code"]

@@ -65,6 +65,13 @@ def _publishing_own_page_glue(publish):
     return publish_msgstr
 
 
+class _Words(set):
+    """A set with the list method sphinx.search.zh calls (``latin_terms.extend``)."""
+
+    def extend(self, words) -> None:
+        self.update(words)
+
+
 def _with_translatable_title(run):
     def run_with_translatable_title(self):
         result = run(self)
@@ -92,6 +99,25 @@ class ImageAltIsTranslatable(SphinxTransform):
                     holder = holder.parent
                 if holder is not None:
                     image.source, image.line = holder.source, holder.line
+
+
+class TranslatedNodesInTheirPage(SphinxTransform):
+    """Every translated node belongs to its page's document, not to the one-message document it was parsed in.
+
+    docutils gives each node the document it was made in; Sphinx's translation moves the nodes of a message's own
+    document into the page, so each kept a reference to a document whose settings hold the build environment,
+    and every page's pickled doctree held copies of it: 60-75 MB a page, 1.9 GB for the zh-Hant book (145 MB in
+    English), and Sphinx spent minutes loading them (upstream/sphinx-translated-nodes-keep-their-document.md).
+    """
+
+    default_priority = 22  # after Sphinx's Locale (20) and the exercises' registry (21)
+
+    def apply(self, **kwargs) -> None:
+        if self.config.language in (None, "", "en"):
+            return
+        for node in self.document.findall():
+            if node is not self.document and getattr(node, "_document", None) not in (None, self.document):
+                node.document = self.document
 
 
 class RegisterTranslatedExercises(SphinxTransform):
@@ -130,6 +156,12 @@ def setup(app):
 
     for catalog in ("exercise", "proof", "booktheme"):  # booktheme: the words of the book's own header buttons
         app.add_message_catalog(catalog, str(LOCALES))
+    # the Chinese search's Latin words: a list Sphinx searches for every word it stems, so the index took minutes
+    # (upstream/sphinx-chinese-search-latin-terms-list.md); a set answers the same membership at once
+    from sphinx.search import zh
+
+    if not isinstance(zh.SearchChinese.latin_terms, set):
+        zh.SearchChinese.latin_terms = _Words()
     # once per process, however many builds it runs
     if not hasattr(i18n.publish_msgstr, "__wrapped__"):
         i18n.publish_msgstr = _publishing_own_page_glue(i18n.publish_msgstr)
@@ -138,5 +170,6 @@ def setup(app):
             directive.run = _with_translatable_title(directive.run)
     app.add_transform(ImageAltIsTranslatable)
     app.add_transform(RegisterTranslatedExercises)
+    app.add_transform(TranslatedNodesInTheirPage)
     app.add_post_transform(OfferResolvedExerciseTitles)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
