@@ -75,7 +75,7 @@ def test_the_check_names_each_kind_of_problem():
     assert message_problems("消融實驗 / 消融实验 (not in the sources).", "簡體：消融实验。") == []  # quoted Chinese
 
 
-def test_the_check_finds_untranslated_fuzzy_and_copied_messages(tmp_path):
+def test_the_check_finds_untranslated_fuzzy_and_copied_messages(tmp_path, monkeypatch):
     (tmp_path / "zh_TW" / "LC_MESSAGES").mkdir(parents=True)
     (tmp_path / "zh_TW" / "taiwan_usage.tsv").write_text((ROOT / "locales/zh_TW/taiwan_usage.tsv").read_text("utf-8"), "utf-8")
     path = tmp_path / "zh_TW" / "LC_MESSAGES" / "page.po"
@@ -84,14 +84,8 @@ def test_the_check_finds_untranslated_fuzzy_and_copied_messages(tmp_path):
                     '#, fuzzy\nmsgid "A causal mask."\nmsgstr "因果遮罩。"\n\n'
                     'msgid "Padding masks hide the padding."\nmsgstr "Padding masks hide the padding."\n\n'
                     'msgid "$QK^\\\\top$"\nmsgstr "$QK^\\\\top$"\n', encoding="utf-8")
-    import tools.translations as translations
-
-    original = translations.LOCALES
-    translations.LOCALES = tmp_path
-    try:
-        problems, counts = catalog_problems(path)
-    finally:
-        translations.LOCALES = original
+    monkeypatch.setattr("tools.translations.LOCALES", tmp_path)
+    problems, counts = catalog_problems(path)
     assert dict(counts) == {"untranslated": 1, "fuzzy": 1, "translated": 2}
     assert sorted(p.what.split(" ")[0] for p in problems) == ["copied,", "fuzzy", "untranslated"]
 

@@ -94,17 +94,18 @@ def translated_config(language: str) -> Path:
 
     english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))
-    path = generated_config(language, language=language, locale_dirs=[str(LOCALES)], gettext_compact=False,
+
+    def without_a_lite_site(config: dict) -> None:  # the English site hosts the lite site
+        config["sphinx"]["extra_extensions"] = [name for name in config["sphinx"]["extra_extensions"]
+                                                if name != "jupyterlite_sphinx"]
+        config["sphinx"]["config"] = {key: value for key, value in config["sphinx"]["config"].items()
+                                      if not key.startswith("jupyterlite_")}
+        config["html"].update(site["html"])
+
+    return generated_config(language, without_a_lite_site, language=language, locale_dirs=[str(LOCALES)],
+                            gettext_compact=False,
                             html_baseurl=english["html"]["baseurl"].rstrip("/") + f"/{LANGUAGES[language]}/",
                             html_search_options={"dict": str(search_dictionary(language))}, **site["sphinx"])
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    config["sphinx"]["extra_extensions"] = [name for name in english["sphinx"]["extra_extensions"]
-                                            if name != "jupyterlite_sphinx"]  # the English site hosts the lite site
-    config["sphinx"]["config"] = {key: value for key, value in config["sphinx"]["config"].items()
-                                  if not key.startswith("jupyterlite_")}
-    config["html"].update(site["html"])
-    path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def translation_output(language: str) -> Path:

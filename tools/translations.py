@@ -35,7 +35,13 @@ import yaml
 
 from tools import ROOT, display_path
 
-LANGUAGES = {"zh_TW": "zh-Hant"}  # gettext's language code: the site folder and the pages' lang
+
+def _book_languages() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["sphinx"]["config"]["book_languages"]
+
+
+# every language but English, by gettext's code (book_languages of _config.yml): its site folder, also its hreflang
+LANGUAGES = {code: language["folder"].rstrip("/") for code, language in _book_languages().items() if language["folder"]}
 LOCALES = ROOT / "locales"
 I18N = ROOT / "_build" / "i18n"
 TEMPLATES = I18N / "gettext" / "_build" / "gettext"  # jupyter-book puts a build under <path-output>/_build
@@ -44,17 +50,19 @@ CACHE = ROOT / "_build" / ".jupyter_cache"  # the English build's execution cach
 # --- the book's configuration for another builder or language ------------------------------------------------
 
 
-def generated_config(name: str, **sphinx_config) -> Path:
+def generated_config(name: str, adjust=None, **sphinx_config) -> Path:
     """_config.yml with ``sphinx_config`` added and the English build's execution cache, written to I18N/_config-<name>.yml.
 
     Jupyter Book 1 takes no ``-D`` option; a second configuration file is how a build of the same sources
     differs. Pointing ``execute.cache`` at the English build's cache means no language executes a notebook
-    the English build has executed.
+    the English build has executed. ``adjust(config)``, if given, changes the rest before it is written.
     """
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     config.setdefault("execute", {})["cache"] = str(CACHE)
     config["sphinx"]["config"].update(sphinx_config)
     config["sphinx"]["config"].setdefault("project", config["title"])  # the catalogs' Project-Id-Version
+    if adjust is not None:
+        adjust(config)
     I18N.mkdir(parents=True, exist_ok=True)
     path = I18N / f"_config-{name}.yml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -107,11 +115,15 @@ def _messages(po_bytes: bytes) -> list[str]:
     return po_bytes.decode("utf-8").split("\n\n", 1)[1:]
 
 
+def _table(path: Path) -> list[list[str]]:
+    """The rows of one of the language's tab-separated lists, without its comment lines and its header."""
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    return rows[1:]
+
+
 def terms(language: str = "zh_TW") -> dict[str, str]:
     """The book's term list, ``locales/<language>/terms.tsv``: each glossary entry's English term and its one term in the language."""
-    rows = [line.split("\t") for line in (LOCALES / language / "terms.tsv").read_text(encoding="utf-8").splitlines()
-            if line and not line.startswith("#")]
-    return dict(rows[1:])
+    return dict(_table(LOCALES / language / "terms.tsv"))
 
 
 def search_dictionary(language: str = "zh_TW") -> Path:
@@ -236,10 +248,7 @@ def simplified_characters(text: str) -> list[str]:
 
 def taiwan_usage(language: str = "zh_TW") -> list[tuple[re.Pattern, str]]:
     """The mainland words of ``locales/<language>/taiwan_usage.tsv`` (patterns) and the Taiwan word for each."""
-    path = LOCALES / language / "taiwan_usage.tsv"
-    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()
-            if line and not line.startswith("#")]
-    return [(re.compile(mainland), taiwan) for mainland, taiwan in rows[1:]]
+    return [(re.compile(mainland), taiwan) for mainland, taiwan in _table(LOCALES / language / "taiwan_usage.tsv")]
 
 
 def _literal_asterisks(text: str) -> int:

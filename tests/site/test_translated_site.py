@@ -23,6 +23,7 @@ import pytest
 
 from tools import ROOT
 from tools.built_site import HTML, toc_pages
+from tools.translations import simplified_characters
 
 FOLDER = "zh-Hant"
 PAGES = toc_pages()
@@ -130,19 +131,13 @@ def test_zh_hant_page_hands_out_its_notebook_in_zh_hant_download_and_jupyterlite
         assert code == [c["source"] for c in english["cells"] if c["cell_type"] == "code"], f"{path}: other code"
 
 
-def _traditional(text: str) -> str:
-    from opencc import OpenCC
-
-    return OpenCC("s2tw").convert(text)
-
-
 @pytest.mark.parametrize("page", ["chapters/masks.html", "search.html", "genindex.html"])
 def test_the_themes_words_on_a_zh_hant_page_are_traditional_chinese(page):
     html = read(SITE / page)
     chrome = re.sub(r"<article\b.*?</article>", " ", html, flags=re.S)
     words = " ".join(re.findall(r"[\u3400-\u9fff]+", text(chrome) + " ".join(re.findall(r'(?:title|aria-label|placeholder)="([^"]*)"', chrome))))
     assert words, f"{page}: no Chinese outside the article (the theme's words stayed English)"
-    assert _traditional(words) == words, f"{page}: Simplified characters in the theme's words: {words}"
+    assert simplified_characters(words) == [], f"{page}: Simplified characters in the theme's words: {words}"
     for english in ("Back to top", "previous page", "next page", "On this page", "Skip to main content"):
         assert english not in text(chrome), f"{page}: the theme's '{english}' is not translated"
 

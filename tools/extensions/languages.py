@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 
-__all__ = ["site_folder", "setup"]
+__all__ = ["site_folder", "to_english_root", "setup"]
 
 CONFIG = "book_languages"
 
@@ -24,18 +24,22 @@ def site_folder(app) -> str:
     return app.config[CONFIG][app.config.language or "en"]["folder"]
 
 
-def _hreflang(code: str) -> str:
-    return {"zh_TW": "zh-Hant"}.get(code, code.replace("_", "-"))
+def to_english_root(app) -> str:
+    """The relative way from this build's root up to the English site's root: "" for English, "../" for zh-Hant."""
+    return "../" * site_folder(app).count("/")
+
+
+def _hreflang(language: dict) -> str:
+    return language["folder"].rstrip("/") or "en"  # a language's folder is its tag: zh-Hant/
 
 
 def add_language_links(app, pagename, templatename, context, doctree) -> None:
     languages = app.config[CONFIG]
     here = site_folder(app)
-    depth = here.count("/")  # how far this build's root is below the English site's root
     base = app.config.html_baseurl.rstrip("/") + "/"
     english_base = base[: len(base) - len(here)] if here else base
     page = f"{pagename}.html"
-    links = [f'<link rel="alternate" hreflang="{_hreflang(code)}" href="{html.escape(english_base + lang["folder"] + page)}" />'
+    links = [f'<link rel="alternate" hreflang="{_hreflang(lang)}" href="{html.escape(english_base + lang["folder"] + page)}" />'
              for code, lang in languages.items()]
     links.append(f'<link rel="alternate" hreflang="x-default" href="{html.escape(english_base + page)}" />')
     context["metatags"] = context.get("metatags", "") + "\n".join(links)
@@ -45,14 +49,14 @@ def add_language_links(app, pagename, templatename, context, doctree) -> None:
     for code, lang in languages.items():
         if code == (app.config.language or "en"):
             continue
-        target = context["pathto"]("../" * depth + lang["folder"] + page, 1)
+        target = context["pathto"](to_english_root(app) + lang["folder"] + page, 1)
         buttons.insert(0, {
             "type": "javascript",
             "javascript": f"window.location.assign('{target}' + window.location.hash)",
             "text": lang["name"],
             "tooltip": lang["tooltip"],
             "icon": "fas fa-language",
-            "label": f"language-{_hreflang(code)}-button",
+            "label": f"language-{_hreflang(lang)}-button",
         })
 
 

@@ -160,10 +160,10 @@ def add_lite_launch_button(app, pagename, templatename, context, doctree) -> Non
     groups = [b for b in context.get("header_buttons", []) if b.get("label") == "launch-buttons"]
     if notebook is None or not groups:
         return
-    from tools.extensions.languages import site_folder
+    from tools.extensions.languages import to_english_root
 
-    up = "../" * site_folder(app).count("/")  # another language's site is a folder of the English one, which hosts the lite site
-    url = f"{context['pathto'](f'{up}{LITE_DIR}/{LITE_APP}', 1)}?path={notebook}"
+    # another language's site is a folder of the English one, which hosts the lite site
+    url = f"{context['pathto'](f'{to_english_root(app)}{LITE_DIR}/{LITE_APP}', 1)}?path={notebook}"
     groups[0]["buttons"].append({
         "type": "link",
         "text": "JupyterLite",
