@@ -167,6 +167,12 @@ def test_offline_zh_hant_search_finds_positional_encoding(visit):
     assert any("positional_encoding.html" in t for t in targets), targets
 
 
+def test_zh_hant_code_copy_buttons_say_copy_in_chinese(visit):
+    page = visit(f"{FOLDER}/chapters/masks.html").page
+    button = page.wait_for_selector("button.copybtn", state="attached", timeout=20_000)
+    assert button.get_attribute("data-tooltip") == "複製", "sphinx-copybutton's tooltip is not in zh-Hant"
+
+
 def test_switcher_keeps_the_readers_section_both_ways(visit):
     section = "formal-theory"
     visited = visit(f"chapters/masks.html#{section}")
@@ -207,3 +213,6 @@ def test_zh_hant_notebooks_zip_holds_every_chapter_in_zh_hant_with_the_english_c
         assert len(re.findall(r"[\u4e00-\u9fff]", _markdown(zh))) > 200, f"{name}: its Markdown is not zh-Hant"
         assert [c.source for c in zh.cells if c.cell_type == "code"] == [c.source for c in en.cells if c.cell_type == "code"]
     assert set(translated.namelist()) - set(names) == set(english.namelist()) - set(names), "other files than the English zip"
+    readme = translated.read("README.md").decode("utf-8")
+    assert len(re.findall(r"[\u4e00-\u9fff]", readme)) > 200 and simplified_characters(readme) == [], "README not zh-Hant"
+    assert f"<{BASE}{FOLDER}/>" in readme, "the zh-Hant README does not link the zh-Hant site"

@@ -34,10 +34,13 @@ def package_files(root: Path) -> list[Path]:
     return files + sorted(p for p in package if p.is_file() and "__pycache__" not in p.parts)
 
 
-def readme_text(root: Path) -> str:
-    """The README at the zip's root: how to install and run the notebooks, with the book's address."""
+def readme_text(root: Path, language: str | None = None, base_url: str | None = None) -> str:
+    """The README at the zip's root: how to install and run the notebooks, with the book's address
+    (``base_url``, by default _config.yml's); in ``language`` (a catalog's name, ``zh_TW``) from
+    ``locales/<language>/notebooks_zip_README.md``."""
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    return (README.read_text(encoding="utf-8").replace("@BASEURL@", config["html"]["baseurl"])
+    readme = README if language is None else root / "locales" / language / README.name
+    return (readme.read_text(encoding="utf-8").replace("@BASEURL@", base_url or config["html"]["baseurl"])
             .replace("@JUPYTERLAB@", JUPYTERLAB_VERSION))
 
 
@@ -58,7 +61,9 @@ def write_notebooks_zip(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     root = Path(app.srcdir)
-    members = [("README.md", readme_text(root).encode("utf-8")), *zip_notebooks(app)]
+    from tools.extensions.translation_fixes import book_language
+
+    members = [("README.md", readme_text(root, book_language(app), app.config.html_baseurl).encode("utf-8")), *zip_notebooks(app)]
     members += [(path.relative_to(root).as_posix(), path.read_bytes()) for path in package_files(root)]
     with zipfile.ZipFile(Path(app.outdir) / NOTEBOOKS_ZIP, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in members:

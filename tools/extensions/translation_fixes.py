@@ -33,7 +33,7 @@ extension changes nothing a reader of the English pages sees.
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from docutils import nodes
 from sphinx.transforms import i18n
@@ -149,7 +149,34 @@ class OfferResolvedExerciseTitles(SphinxPostTransform):
                 title.uid = ""  # the gettext catalog takes only nodes with a uid (it is for versioning)
 
 
+def book_language(app) -> str | None:
+    """The build's language as the catalogs name it (``zh_TW``), None for the English book."""
+    language = app.config.language
+    return None if language in (None, "", "en") else language
+
+
+def _copybutton_words(app, exception) -> None:
+    """sphinx-copybutton's script in the page's language: its own table knows zh-CN, not zh-TW, so its
+    tooltips would say "Copy"; the words come from ``locales/<language>/site.yml`` (``copybutton``)."""
+    import json
+
+    import yaml
+    from tools.translations import LOCALES
+
+    language = book_language(app)
+    script = Path(app.outdir) / "_static" / "copybutton.js"
+    if exception is not None or language is None or app.builder.format != "html" or not script.exists():
+        return
+    site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))
+    tag = language.replace("_", "-")  # the page's <html lang>
+    source = script.read_text(encoding="utf-8")
+    if f"'{tag}':" not in source:
+        entry = f"  '{tag}': {json.dumps(site['copybutton'], ensure_ascii=False)},\n"
+        script.write_text(source.replace("const messages = {\n", "const messages = {\n" + entry, 1), encoding="utf-8")
+
+
 def setup(app):
+    app.connect("build-finished", _copybutton_words)
     # the book's own catalogs of sphinx-exercise's and sphinx-proof's strings ("Exercise", "Theorem", ...), which
     # ship none in zh_TW (upstream/sphinx-exercise-and-proof-no-zh-tw.md); read after theirs, so only where they lack one
     from tools.translations import LOCALES
