@@ -38,8 +38,10 @@ def readme_text(root: Path, language: str | None = None, base_url: str | None = 
     """The README at the zip's root: how to install and run the notebooks, with the book's address
     (``base_url``, by default _config.yml's); in ``language`` (a catalog's name, ``zh_TW``) from
     ``locales/<language>/notebooks_zip_README.md``."""
+    from tools.translations import LOCALES
+
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    readme = README if language is None else root / "locales" / language / README.name
+    readme = README if language is None else LOCALES / language / README.name
     return (readme.read_text(encoding="utf-8").replace("@BASEURL@", base_url or config["html"]["baseurl"])
             .replace("@JUPYTERLAB@", JUPYTERLAB_VERSION))
 
@@ -63,7 +65,7 @@ def write_notebooks_zip(app, exception) -> None:
     root = Path(app.srcdir)
     from tools.extensions.translation_fixes import book_language
 
-    members = [("README.md", readme_text(root, book_language(app), app.config.html_baseurl).encode("utf-8")), *zip_notebooks(app)]
+    members = [("README.md", readme_text(root, book_language(app.config), app.config.html_baseurl).encode("utf-8")), *zip_notebooks(app)]
     members += [(path.relative_to(root).as_posix(), path.read_bytes()) for path in package_files(root)]
     with zipfile.ZipFile(Path(app.outdir) / NOTEBOOKS_ZIP, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in members:

@@ -26,6 +26,10 @@ before the page was translated; after translation the registry is pointed at the
 read for zh_TW), so the book's ``locales/zh_TW/LC_MESSAGES/exercise.po`` and ``proof.po`` are registered after
 theirs; the theme's strings come from the book's ``sphinx.po``, which Sphinx reads before the theme's own.
 
+**The copy buttons' words.** sphinx-copybutton's script has its own table of words by page language, with zh-CN but
+no zh-TW, so its tooltips would say "Copy"; after a translated build the language's words (``site.yml``,
+``copybutton``) are added to that table.
+
 The English build never parses a translated message, and the exercise titles render as before, so the
 extension changes nothing a reader of the English pages sees.
 """
@@ -113,7 +117,7 @@ class TranslatedNodesInTheirPage(SphinxTransform):
     default_priority = 22  # after Sphinx's Locale (20) and the exercises' registry (21)
 
     def apply(self, **kwargs) -> None:
-        if self.config.language in (None, "", "en"):
+        if book_language(self.config) is None:
             return
         for node in self.document.findall():
             if node is not self.document and getattr(node, "_document", None) not in (None, self.document):
@@ -126,7 +130,7 @@ class RegisterTranslatedExercises(SphinxTransform):
     default_priority = 21
 
     def apply(self, **kwargs) -> None:
-        if self.config.language in (None, "", "en"):
+        if book_language(self.config) is None:
             return  # nothing was translated: the registry holds the page's exercises as they are
         registry = getattr(self.env, "sphinx_exercise_registry", {})
         for exercise in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
@@ -149,9 +153,10 @@ class OfferResolvedExerciseTitles(SphinxPostTransform):
                 title.uid = ""  # the gettext catalog takes only nodes with a uid (it is for versioning)
 
 
-def book_language(app) -> str | None:
-    """The build's language as the catalogs name it (``zh_TW``), None for the English book."""
-    language = app.config.language
+def book_language(config) -> str | None:
+    """The language of the build with Sphinx configuration ``config``, as the catalogs name it (``zh_TW``); None
+    for the English book."""
+    language = config.language
     return None if language in (None, "", "en") else language
 
 
@@ -163,16 +168,19 @@ def _copybutton_words(app, exception) -> None:
     import yaml
     from tools.translations import LOCALES
 
-    language = book_language(app)
+    language = book_language(app.config)
     script = Path(app.outdir) / "_static" / "copybutton.js"
     if exception is not None or language is None or app.builder.format != "html" or not script.exists():
         return
     site = yaml.safe_load((LOCALES / language / "site.yml").read_text(encoding="utf-8"))
     tag = language.replace("_", "-")  # the page's <html lang>
     source = script.read_text(encoding="utf-8")
+    table = "const messages = {\n"
+    if table not in source:
+        raise RuntimeError(f"{script}: sphinx-copybutton's table of words ({table.strip()!r}) is not where it was")
     if f"'{tag}':" not in source:
         entry = f"  '{tag}': {json.dumps(site['copybutton'], ensure_ascii=False)},\n"
-        script.write_text(source.replace("const messages = {\n", "const messages = {\n" + entry, 1), encoding="utf-8")
+        script.write_text(source.replace(table, table + entry, 1), encoding="utf-8")
 
 
 def setup(app):
