@@ -30,10 +30,16 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: translations package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: fonts translations package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
-book: $(STAMP) $(VENDOR)
+book: $(STAMP) $(VENDOR) fonts
 	$(PY) -m tools.build_book
+
+# the figures of the zh-Hant pages are drawn with Noto Sans CJK TC (attnbook.figures.languages.FONTS)
+fonts:
+	@dpkg-query -W -f='$${Status}' fonts-noto-cjk 2>/dev/null | grep -q 'ok installed' || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-noto-cjk >/dev/null; \
+	  else echo "the zh-Hant figures need Debian's fonts-noto-cjk: sudo apt-get install fonts-noto-cjk"; exit 1; fi; }
 
 venv: $(STAMP)
 $(STAMP): requirements.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
@@ -49,7 +55,7 @@ $(VENDOR): web/package.json web/package-lock.json web/src/static-widgets.js web/
 	$(PY) -m tools.vendor_assets
 	touch $@
 
-notebooks: $(STAMP)
+notebooks: $(STAMP) fonts
 	$(PY) -m tools.install_cell   # launch: the Colab install cell, first code cell of every notebook
 	$(PY) -m tools.execute_notebooks
 
@@ -131,7 +137,7 @@ site-size: book browser
 
 # build time per phase from a clean _build (benchmarks/build_times.py): printed figures, not a test
 # PHASES: a comma-separated list of book, pdf, nbval, executing, or all (default book,pdf)
-build-times: $(STAMP) $(VENDOR)
+build-times: $(STAMP) $(VENDOR) fonts
 	$(PY) benchmarks/build_times.py $(if $(PHASES),--phases $(PHASES))
 
 # ---- PDF: the whole book as one PDF through LaTeX (xelatex), _build/latex/attention-computed.pdf ----

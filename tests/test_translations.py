@@ -14,11 +14,13 @@ import re
 import pytest
 
 from tools import ROOT
-from tools.translations import TEMPLATES, catalog_problems, catalogs, message_problems, read_catalog, terms
+from tools.translations import FIGURES, TEMPLATES, catalog_problems, catalogs, message_problems, read_catalog, terms
 
 LANGUAGE = "zh_TW"
 CATALOGS = catalogs(LANGUAGE)
 PAGE_CATALOGS = [path for path in CATALOGS if path.parent.name in ("chapters", "exercises")]
+# the words inside the figures (attnbook.figures.languages), one catalog for the book, made from the book's run
+FIGURE_CATALOG = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / f"{FIGURES}.po"
 
 
 def _name(path) -> str:
@@ -38,11 +40,13 @@ def test_every_page_of_the_book_has_a_catalog():
 def test_catalogs_are_in_step_with_todays_english():
     assert TEMPLATES.is_dir(), f"no templates in {TEMPLATES}: `make book` extracts them (tools/translations.py)"
     templates = sorted(TEMPLATES.rglob("*.pot"))
-    held = {_name(path).removesuffix(".po") for path in PAGE_CATALOGS}
+    assert TEMPLATES / f"{FIGURES}.pot" in templates, "no template of the figures' words"
+    held = {_name(path).removesuffix(".po") for path in PAGE_CATALOGS + [FIGURE_CATALOG]}
     missing = [t.relative_to(TEMPLATES).with_suffix("").as_posix() for t in templates
                if t.relative_to(TEMPLATES).with_suffix("").as_posix() not in held]
     assert missing == [], f"pages of the English with no catalog (run make translations): {missing}"
-    stale = [str(p) for path in PAGE_CATALOGS for p in catalog_problems(path)[0] if "make translations" in p.what]
+    stale = [str(p) for path in PAGE_CATALOGS + [FIGURE_CATALOG] for p in catalog_problems(path)[0]
+             if "make translations" in p.what]
     assert stale == [], f"{len(stale)} messages out of step with the English, e.g. {stale[:5]}"
 
 

@@ -45,6 +45,7 @@ from tools import ROOT, display_path, site_outputs
 CACHE = ROOT / "_build" / ".jupyter_cache"  # where jupyter-book puts it (execute.cache unset in _config.yml)
 STAMP = ROOT / "_build" / ".package-hash"  # the package hash the cache's notebooks were executed with
 STATIC_ENV = "ATTNBOOK_STATIC_FIGURES"  # attnbook.book.static_widgets.STATIC_ENV (not imported: no numpy here)
+FIGURE_TRANSLATIONS_ENV = "ATTNBOOK_FIGURE_TRANSLATIONS"  # attnbook.figures.languages.ENV
 RECORD_ENV = "ATTNBOOK_GLUE_RECORD"  # attnbook.book.prose.RECORD_ENV: where the kernel records its glued values
 GLUE_RECORDS = ROOT / "_build" / ".glue-records"
 SOURCE_DIRS = ("chapters", "exercises")
@@ -103,10 +104,19 @@ def read_as_myst_nb(source: Path) -> nbformat.NotebookNode:
 def package_hash() -> str:
     digest = hashlib.sha256()
     package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]
-    for path in sorted(package_files) + [ROOT / "requirements.txt"]:
+    # the figures' words in the other languages are drawn by the run (figure_catalogs): a change draws them again
+    catalogs = [path for path in figure_catalogs().values() if path.exists()]
+    for path in sorted(package_files) + [ROOT / "requirements.txt"] + catalogs:
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def figure_catalogs() -> dict[str, Path]:
+    """Each other language's catalog of the words inside figures, ``locales/<language>/LC_MESSAGES/figures.po``."""
+    languages = _book_execute_config()["sphinx"]["config"]["book_languages"]
+    return {code: ROOT / "locales" / code / "LC_MESSAGES" / "figures.po"
+            for code, language in languages.items() if language["folder"]}
 
 
 def source_digest(source: Path) -> str:
@@ -161,7 +171,8 @@ def book_kernel_environment(record: Path):
     """The environment a kernel started inside inherits while the book runs a notebook.
 
     ``ATTNBOOK_STATIC_FIGURES=1``: the interactive figures draw their website states; ``ATTNBOOK_GLUE_RECORD``:
-    the glued values are recorded. Yields ``keep``: call it when the run succeeded, and the record is kept at
+    the glued values are recorded; ``ATTNBOOK_FIGURE_TRANSLATIONS``: every figure is drawn in the other languages
+    too, from their catalogs (:func:`figure_catalogs`), so that their pages show the numbers of this run. Yields ``keep``: call it when the run succeeded, and the record is kept at
     ``record`` (the notebook's :func:`glue_record_path`), replacing the records of the notebook's older
     versions; otherwise it is dropped.
     """
@@ -170,7 +181,8 @@ def book_kernel_environment(record: Path):
     partial.write_text("", encoding="utf-8")
     succeeded = []
     try:
-        with environment_set({STATIC_ENV: "1", RECORD_ENV: str(partial)}):
+        translations = ";".join(f"{code}={path}" for code, path in figure_catalogs().items())
+        with environment_set({STATIC_ENV: "1", RECORD_ENV: str(partial), FIGURE_TRANSLATIONS_ENV: translations}):
             yield lambda: succeeded.append(True)
     finally:
         if succeeded:

@@ -20,6 +20,8 @@ import copy
 import nbformat
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# each figure drawn in the book's other languages (attnbook.figures.languages.MIME, not imported: no numpy here)
+TRANSLATIONS = "application/vnd.attnbook.translations+json"
 STATIC_FORM = 'class="attn-static-widget"'
 # what stands in for a widget view in the book's notebook: the website does not show widget views
 # (_config.yml's mime priority), the PDF renders them as nothing, and their model ids change every run
@@ -44,10 +46,11 @@ def reader_notebook(executed: nbformat.NotebookNode) -> tuple[nbformat.NotebookN
 
     The reader's notebook has no widget state or views (fresh random model ids on every run would make
     git noise), no precomputed static form of an interactive figure (every state's picture: Jupyter
-    shows the live widget), no execution metadata, and its consecutive stream chunks joined. ``executed``
-    is changed in place and returned with the website's part: one entry per output that held a widget
-    view, ``{"cell": n, "output": k, "html": ...}`` (n counts code cells from 0; ``html`` is the static
-    form, or None).
+    shows the live widget), no drawing in another language (:func:`in_language` puts a language's in
+    place first), no execution metadata, and its consecutive stream chunks joined. ``executed`` is changed
+    in place and returned with the website's part: one entry per output that held a widget view or drawings
+    in other languages, ``{"cell": n, "output": k, "html": ..., "translations": ...}`` (n counts code cells
+    from 0; ``html`` is the static form or None, ``translations`` the drawings or None).
     """
     executed.metadata.pop("widgets", None)
     extras = []
@@ -58,27 +61,52 @@ def reader_notebook(executed: nbformat.NotebookNode) -> tuple[nbformat.NotebookN
         cell.outputs = merge_streams(cell.outputs)
         for index, output in enumerate(cell.outputs):
             data = output.get("data", {})
-            if data.pop(WIDGET_VIEW, None) is None:
+            translations = data.pop(TRANSLATIONS, None)
+            view = data.pop(WIDGET_VIEW, None)
+            if view is None and translations is None:
                 continue
             html = data.get("text/html", "")
             html = "".join(html) if isinstance(html, list) else html
-            static = STATIC_FORM in html
+            static = view is not None and STATIC_FORM in html
             if static:
                 data.pop("text/html")
-            extras.append({"cell": number, "output": index, "html": html if static else None})
+            extras.append({"cell": number, "output": index, "html": html if static else None,
+                           "view": view is not None, "translations": translations})
     return executed, extras
 
 
 def book_notebook(reader: nbformat.NotebookNode, extras: list[dict]) -> nbformat.NotebookNode:
     """The inverse of :func:`reader_notebook` for the book: the reader's notebook with each widget view
-    (a placeholder, :data:`VIEW_PLACEHOLDER`) and each static form put back."""
+    (a placeholder, :data:`VIEW_PLACEHOLDER`), each static form and each output's drawings in other languages put back."""
     code = [cell for cell in reader.cells if cell.cell_type == "code"]
     for extra in extras:
         data = code[extra["cell"]].outputs[extra["output"]].setdefault("data", {})
-        data[WIDGET_VIEW] = dict(VIEW_PLACEHOLDER)
+        if extra.get("view", True):
+            data[WIDGET_VIEW] = dict(VIEW_PLACEHOLDER)
         if extra["html"] is not None:
             data["text/html"] = extra["html"]
+        if extra.get("translations") is not None:
+            data[TRANSLATIONS] = extra["translations"]
     return reader
+
+
+def in_language(executed: nbformat.NotebookNode, language: str | None) -> nbformat.NotebookNode:
+    """``executed`` (a book run, changed in place) as the pages in ``language`` show it: each output that was drawn
+    in that language holds that drawing (its picture, its static page) instead of the English one; no output keeps
+    the drawings of any language (``language`` None: the English book)."""
+    for cell in executed.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            entry = data.pop(TRANSLATIONS, None)
+            if entry is not None and language is not None:
+                data.update(entry["languages"].get(language, {}))
+    return executed
+
+
+def translation_messages(executed: nbformat.NotebookNode) -> set[str]:
+    """Every message the figures of a book run looked up in the catalogs of the other languages."""
+    return {message for cell in executed.cells for output in cell.get("outputs", [])
+            for message in output.get("data", {}).get(TRANSLATIONS, {}).get("messages", [])}
 
 
 # what nbval never compares (nbval 0.11 skips these keys of an output unless run with --nbdime, which the book is

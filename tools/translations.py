@@ -92,7 +92,38 @@ def extract() -> Path:
                          cwd=ROOT, env={**os.environ, STATIC_ENV: "1"})
     if run.returncode != 0:
         raise RuntimeError("the gettext build failed (its messages are above)")
+    figure_template()
     return TEMPLATES
+
+
+FIGURES = "figures"  # the catalog of the words inside figures (attnbook.figures.languages), one for the book
+
+
+def figure_template() -> Path:
+    """The template of the words inside the figures, ``figures.pot`` in TEMPLATES: every message the book's run
+    looked up while it drew its figures in the other languages (tools.site_outputs.translation_messages), read
+    from the execution cache; each message's comment names the pages it is on."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    from tools.execution import executed_from_cache, notebook_sources
+    from tools.site_outputs import translation_messages
+
+    pages: dict[str, list[str]] = {}
+    for source in notebook_sources():
+        executed = executed_from_cache(source)
+        if executed is None:
+            raise RuntimeError(f"the execution cache holds no run of {display_path(source)}: build the book first")
+        for message in translation_messages(executed):
+            pages.setdefault(message, []).append(source.relative_to(ROOT).with_suffix("").as_posix())
+    catalog = Catalog(project="Attention, computed", fuzzy=False)
+    for message in sorted(pages):
+        catalog.add(message, auto_comments=["on " + ", ".join(pages[message])])
+    TEMPLATES.mkdir(parents=True, exist_ok=True)
+    path = TEMPLATES / f"{FIGURES}.pot"
+    with path.open("wb") as stream:
+        write_po(stream, catalog, width=0, omit_header=False)
+    return path
 
 
 def update(language: str) -> None:
@@ -179,6 +210,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)|<(?P<auto>https?://[^>\s]+)>")
 _FOOTNOTE = re.compile(r"\[\^[\w-]+\]")
 _SUBSTITUTION = re.compile(r"\{\{.+?\}\}")
+_PLACEHOLDER = re.compile(r"\{\d+\}")  # a value in a figure's words (attnbook.figures.languages.message_of)
 _TARGET = re.compile(r"<(?P<target>[^<>]+)>\s*$")
 
 
@@ -211,7 +243,7 @@ def markup(message: str) -> tuple[Counter, str]:
         return "]" if match["target"] else " "
 
     text = _ROLE.sub(role, message)
-    for pattern in (_CODE, _MATH, _FOOTNOTE, _SUBSTITUTION):
+    for pattern in (_CODE, _MATH, _FOOTNOTE, _SUBSTITUTION, _PLACEHOLDER):
         text = pattern.sub(keep, text)
     text = _LINK.sub(link, text)
     return tokens, text
@@ -219,6 +251,7 @@ def markup(message: str) -> tuple[Counter, str]:
 
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
+_LOWER_WORD = re.compile(r"\b[a-z]{2,}\b")
 
 
 # characters that are the Simplified form of another character and also standard Traditional characters in
@@ -338,7 +371,9 @@ def catalog_problems(path: Path) -> tuple[list[Problem], Counter]:
             counts["translated"] += 1
             _, text = markup(message.id)
             display_math = message.id.startswith("\n")  # a $$ block: LaTeX, which may stay as it is
-            if message.string == message.id and not display_math and len(_ENGLISH_WORD.findall(text)) >= 3:
+            # a figure's label may be names only (RMS·RoPE-GQA·SwiGLU): there, words are lower-case ones
+            words = _LOWER_WORD if path.stem == FIGURES else _ENGLISH_WORD
+            if message.string == message.id and not display_math and len(words.findall(text)) >= 3:
                 problems.append(Problem(path, message.id, "copied, not translated"))
         problems += [Problem(path, message.id, what) for what in message_problems(message.id, message.string)]
     return problems, counts

@@ -160,11 +160,16 @@ NAMES = {_module_name(path): path for path in MODULES}
 CORE = {name for name, path in NAMES.items() if path.parent == PACKAGE and path.name != "__init__.py"}
 FACADE = "attnbook"
 # the companion modules whose names the package itself re-exports, because the chapters import them from it
-FACADE_COMPANIONS = {"attnbook.figures.plotting", "attnbook.measure.parameters", "attnbook.measure.probes"}
+# figures.languages: importing the package in a kernel of the book's builds installs the figures' translations
+FACADE_COMPANIONS = {"attnbook.figures.plotting", "attnbook.figures.languages", "attnbook.measure.parameters",
+                     "attnbook.measure.probes"}
 # companions a companion may not import (the homework checks, the figures, the book's machinery), and the
 # documented exceptions: {(importer, imported): why}
 LEAVES = ("attnbook.homework", "attnbook.figures", "attnbook.book")
-LEAF_EXCEPTIONS: dict[tuple[str, str], str] = {}
+LEAF_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("attnbook.book.static_widgets", "attnbook.figures.languages"):
+        "a static page is written in each language the book's figures are drawn in",
+}
 
 
 def _within(name: str, package: str) -> bool:

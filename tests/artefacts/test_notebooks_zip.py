@@ -4,7 +4,8 @@ tests/site/test_built_site.py checks that the zip holds every chapter notebook a
 tests use it. The `reader` fixture (conftest.py) downloads it through the introduction's link, unzips it
 and runs the README's install commands; here the environment they made must hold the zip's `attnbook`
 and nothing of this repository, the README's run command must be installed, and every chapter notebook
-must run top to bottom in it, within a bound, with no cell printing to stderr.
+must run top to bottom in it, within a bound, with no cell printing to stderr. The zh-Hant site's zip holds the
+same package and code cells, its Markdown and pictures in zh-Hant: its chapters run once too, in the same environment.
 """
 
 from __future__ import annotations
@@ -78,16 +79,47 @@ def test_the_readme_run_command_is_installed(reader):
         assert all((reader.folder / w).exists() for w in opened), f"`{line}` opens a folder the zip lacks"
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS)
-def test_every_chapter_notebook_runs_top_to_bottom_in_the_readers_environment(reader, timings, notebook):
-    path = reader.folder / "chapters" / notebook
-    assert path.is_file(), f"{notebook} is not in the zip"
+def run_top_to_bottom(reader, path: Path, what: str, timings: list[str]) -> None:
+    """Run the notebook at ``path`` in the reader's environment; fail naming ``what`` if a cell fails or prints to stderr."""
+    assert path.is_file(), f"{what} is not in the zip"
     start = time.perf_counter()
     result = reader.run([str(reader.python), str(RUNNER), str(path), str(CELL_TIMEOUT_S)],
-                        timeout=NOTEBOOK_TIMEOUT_S, what=f"{notebook}, run top to bottom,", cwd=path.parent)
-    timings.append(f"{notebook} ran in {time.perf_counter() - start:.0f} s")
+                        timeout=NOTEBOOK_TIMEOUT_S, what=f"{what}, run top to bottom,", cwd=path.parent)
+    timings.append(f"{what} ran in {time.perf_counter() - start:.0f} s")
     if result.returncode != 0:  # the runner names the cell and the error; the kernel's own log if it had none
-        pytest.fail(f"{notebook} fails in the environment the zip's README installs:\n"
+        pytest.fail(f"{what} fails in the environment the zip's README installs:\n"
                     f"{result.stdout[-4000:] or result.stderr[-4000:]}", pytrace=False)
     stderr = [line for line in result.stdout.splitlines() if line.startswith("STDERR ")]
-    assert stderr == [], f"cells of {notebook} print to stderr (a warning box in Jupyter): {stderr}"
+    assert stderr == [], f"cells of {what} print to stderr (a warning box in Jupyter): {stderr}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_chapter_notebook_runs_top_to_bottom_in_the_readers_environment(reader, timings, notebook):
+    run_top_to_bottom(reader, reader.folder / "chapters" / notebook, notebook, timings)
+
+
+@pytest.fixture(scope="session")
+def zh_hant_folder(site_url, unzipped, notebooks_zip, tmp_path_factory) -> Path:
+    """The zh-Hant site's notebooks zip, downloaded through its introduction's link and unzipped; its package
+    is the English zip's, byte for byte, so the reader's environment the English README installed runs it."""
+    from tests.artefacts.conftest import download, page_links
+    from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
+
+    page = "zh-Hant/chapters/intro.html"
+    links = [href for href in page_links(page) if href.endswith(NOTEBOOKS_ZIP)]
+    assert links, f"{page} does not link {NOTEBOOKS_ZIP}"
+    folder = tmp_path_factory.mktemp("reader-zh-Hant")
+    with zipfile.ZipFile(io.BytesIO(download(site_url, page, links[0]))) as translated, \
+            zipfile.ZipFile(io.BytesIO(notebooks_zip)) as english:
+        package = sorted(n for n in english.namelist() if not n.endswith(".ipynb") and n != "README.md")
+        assert sorted(n for n in translated.namelist() if not n.endswith(".ipynb") and n != "README.md") == package
+        differ = [n for n in package if translated.read(n) != english.read(n)]
+        assert differ == [], f"the zh-Hant zip's files differ from the English zip's: {differ[:5]}"
+        translated.extractall(folder)
+    return folder
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_zh_hant_chapter_notebook_runs_top_to_bottom_in_the_readers_environment(reader, zh_hant_folder, timings,
+                                                                                    notebook):
+    run_top_to_bottom(reader, zh_hant_folder / "chapters" / notebook, f"zh-Hant {notebook}", timings)

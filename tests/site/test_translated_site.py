@@ -23,12 +23,13 @@ import pytest
 
 from tools import ROOT
 from tools.built_site import HTML, toc_pages
-from tools.translations import simplified_characters
+from tools.translations import FIGURES, LOCALES, read_catalog, simplified_characters
 
 FOLDER = "zh-Hant"
 PAGES = toc_pages()
 SITE = HTML / FOLDER
 BASE = "https://attention-computed.github.io/attention-computed/"
+FIGURE_CATALOG = LOCALES / "zh_TW" / "LC_MESSAGES" / f"{FIGURES}.po"
 
 
 def read(path) -> str:
@@ -78,25 +79,16 @@ def test_both_languages_link_each_other_by_hreflang_and_a_switcher_to_the_same_p
 
 
 class _Alts(HTMLParser):
-    """The alt texts of the images a page's code cells drew (not the interactive figures' states, whose
-    pictures are the English ones)."""
+    """The alt texts of the images a page's code cells drew, the interactive figures' first states included."""
 
     def __init__(self):
         super().__init__()
-        self.alts, self._open, self._static = [], [], 0
+        self.alts = []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "img" and not self._static and attrs.get("alt"):
+        if tag == "img" and attrs.get("alt"):
             self.alts.append(attrs["alt"])
-        if tag == "div":
-            static = "attn-static-widget" in (attrs.get("class") or "")
-            self._open.append(static)
-            self._static += static
-
-    def handle_endtag(self, tag):
-        if tag == "div" and self._open:
-            self._static -= self._open.pop()
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/")])
@@ -107,6 +99,63 @@ def test_zh_hant_page_describes_its_figures_in_chinese(page):
     assert len(translated.alts) == len(english.alts), f"{page}: {len(english.alts)} figures, {len(translated.alts)} alt texts"
     untranslated = [alt[:80] for alt in translated.alts if not re.search(r"[\u4e00-\u9fff]", alt)]
     assert untranslated == [], f"{FOLDER}/{page}: alt texts still in English: {untranslated}"
+
+
+def _pictures(data: dict) -> list[bytes]:
+    """The PNG pictures of one output's data: its image, or every state of its static page."""
+    import base64
+
+    from tools.extensions.static_figures import DATA_URL
+
+    if "image/png" in data:
+        return [base64.b64decode(data["image/png"])]
+    page = data.get("text/html", "")
+    return [base64.b64decode(found) for found in DATA_URL.findall("".join(page) if isinstance(page, list) else page)]
+
+
+def _picture_name(png: bytes, static: bool) -> str:
+    """The file name the site gives a picture: myst-nb names an output's image by its sha256; an interactive
+    figure's state, tools/extensions/static_figures.py."""
+    import hashlib
+
+    from tools.extensions.static_figures import state_file_name
+
+    return state_file_name(png) if static else hashlib.sha256(png).hexdigest() + ".png"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("chapters/") and (ROOT / p).with_suffix(".ipynb").exists()])
+def test_zh_hant_page_shows_its_figures_drawn_in_chinese(page):
+    # every picture of the English page that was drawn with words has its zh-Hant drawing on the zh-Hant page,
+    # and the English drawing is not there; the words came from a translated catalog (tests/test_translations.py)
+    # and no glyph was missing from the font
+    from tools.execution import executed_from_cache
+    from tools.site_outputs import TRANSLATIONS
+
+    executed = executed_from_cache((ROOT / page).with_suffix(".md"))
+    english, translated = read(HTML / page), read(SITE / page)
+    drawn = 0
+    for output in (o for cell in executed.cells for o in cell.get("outputs", [])):
+        entry = output.get("data", {}).get(TRANSLATIONS)
+        if entry is None:
+            continue
+        assert "missing_glyphs" not in entry, f"{page}: glyphs missing from the zh-Hant font: {entry['missing_glyphs']}"
+        zh = entry["languages"]["zh_TW"]
+        if "image/svg+xml" in zh or "application/pdf" in zh:  # a diagram: its SVG is in the page
+            title = re.search(r"<title[^>]*>(.*?)</title>", zh["text/html"])[1]
+            assert title in translated and re.search(r"[\u4e00-\u9fff]", title), f"{page}: diagram {title!r}"
+            drawn += 1
+            continue
+        static = "image/png" not in zh
+        for en_png, zh_png in zip(_pictures(output["data"]), _pictures(zh), strict=True):
+            en_name, zh_name = _picture_name(en_png, static), _picture_name(zh_png, static)
+            if en_name not in english:
+                continue  # not shown (a removed output)
+            assert zh_name in translated, f"{FOLDER}/{page} lacks the zh-Hant drawing of {en_name}"
+            if entry["messages"] and zh_name != en_name:
+                assert en_name not in translated, f"{FOLDER}/{page} shows the English drawing {en_name}"
+            drawn += 1
+    figures = len(re.findall(r'<img\b|class="attn-diagram"', article(english)))
+    assert drawn or not figures, f"{page}: {figures} figures on the English page, none drawn in zh-Hant"
 
 
 def _markdown(notebook) -> str:
@@ -196,10 +245,8 @@ def test_zh_hant_page_loads_offline_described_typeset_and_accessible(light_repor
     assert report.serious_accessibility_violations == [], report.serious_accessibility_violations
 
 
-
 def test_zh_hant_notebooks_zip_holds_every_chapter_in_zh_hant_with_the_english_code():
-    # the English zip's notebooks run top to bottom in a reader's environment (tests/artefacts); the zh-Hant ones
-    # hold the same code cells, so they are not run again, only read
+    # tests/artefacts runs each of its notebooks once, in the environment the English zip's README installs
     import zipfile
 
     from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
@@ -216,3 +263,30 @@ def test_zh_hant_notebooks_zip_holds_every_chapter_in_zh_hant_with_the_english_c
     readme = translated.read("README.md").decode("utf-8")
     assert len(re.findall(r"[\u4e00-\u9fff]", readme)) > 200 and simplified_characters(readme) == [], "README not zh-Hant"
     assert f"<{BASE}{FOLDER}/>" in readme, "the zh-Hant README does not link the zh-Hant site"
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if 'class="attn-static-widget"' in read(HTML / p)])
+def test_zh_hant_interactive_figure_answers_its_controls_in_chinese(visit, path):
+    # the first control of every interactive figure moved once: a zh-Hant state's picture, alt text and readout
+    from tests.site.test_browser import _move, _wait_for
+    from tools.built_site import FIGURE_SHOWS, STATIC_FIGURES
+
+    translated = {m.string for m in read_catalog(FIGURE_CATALOG) if m.id}
+    page = visit(f"{FOLDER}/{path}").page
+    figures = page.evaluate(STATIC_FIGURES)
+    assert figures, f"{FOLDER}/{path} shows no interactive figure"
+    for figure in figures:
+        control = figure["controls"][0]
+        label = control["label"]  # a symbol (p, T, ||W_h||) is not a word to translate
+        assert label in translated or not re.search(r"[A-Za-z]{2}", label), (
+            f"{FOLDER}/{path}: control {label!r} is not named from figures.po")
+        before = page.evaluate(f"({FIGURE_SHOWS})", figure["id"])
+        page.locator(f"#{figure['id']} img.attn-static-picture").scroll_into_view_if_needed()
+        _move(page, control, (control["index"] + 1) % control["count"])
+        where = f"{FOLDER}/{path}, figure {figure['id']}"
+        _wait_for(page, f"id => ({FIGURE_SHOWS})(id).src !== {before['src']!r}", figure["id"],
+                  f"{where}: the picture did not change")
+        _wait_for(page, f"id => ({FIGURE_SHOWS})(id).loaded", figure["id"], f"{where}: the new picture did not load")
+        after = page.evaluate(f"({FIGURE_SHOWS})", figure["id"])
+        for said in ("alt", "readout"):
+            assert re.search(r"[\u4e00-\u9fff]", after[said]), f"{where}: the {said} is not in Chinese: {after[said][:80]}"

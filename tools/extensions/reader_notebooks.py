@@ -462,12 +462,14 @@ def is_notebook_page(app, docname: str) -> bool:
 def reader_notebook_of(app, doctree, docname: str) -> nbformat.NotebookNode:
     """The reader notebook of the notebook page ``docname`` from its resolved ``doctree`` (left unchanged)."""
     from tools.execution import executed_from_cache
-    from tools.site_outputs import reader_notebook
+    from tools.extensions.translation_fixes import book_language
+    from tools.site_outputs import in_language, reader_notebook
 
     source = Path(app.srcdir) / f"{docname}.md"
     executed = executed_from_cache(source)
     if executed is None:
         raise RuntimeError(f"{docname}: the build's execution cache holds no run of {source.name}")
+    executed = in_language(executed, book_language(app.config))  # the figures drawn in the page's language
     executed = reader_notebook(executed)[0]  # without the website's static forms and widget views
     lines = executed.metadata.get("source_map", [])
     code_cells, code_lines = {}, {}

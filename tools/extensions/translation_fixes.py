@@ -30,6 +30,11 @@ theirs; the theme's strings come from the book's ``sphinx.po``, which Sphinx rea
 no zh-TW, so its tooltips would say "Copy"; after a translated build the language's words (``site.yml``,
 ``copybutton``) are added to that table.
 
+**The figures' own words.** The book's run draws every figure in each other language as well
+(attnbook.figures.languages), as one more entry of the output; myst-nb's notebook from the execution cache
+gets, for a build in that language, each output's drawing in it instead of the English one, and, for the
+English build, no other language's (tools.site_outputs.in_language).
+
 The English build never parses a translated message, and the exercise titles render as before, so the
 extension changes nothing a reader of the English pages sees.
 """
@@ -153,6 +158,19 @@ class OfferResolvedExerciseTitles(SphinxPostTransform):
                 title.uid = ""  # the gettext catalog takes only nodes with a uid (it is for versioning)
 
 
+def _outputs_in_language(start_client):
+    def start_client_in_language(self):
+        start_client(self)
+        from tools.site_outputs import in_language
+
+        in_language(self._notebook, _BUILD_LANGUAGE.get("language"))
+    start_client_in_language.__wrapped__ = start_client
+    return start_client_in_language
+
+
+_BUILD_LANGUAGE: dict[str, str | None] = {}  # the language of this process's build (one Sphinx app a process)
+
+
 def book_language(config) -> str | None:
     """The language of the build with Sphinx configuration ``config``, as the catalogs name it (``zh_TW``); None
     for the English book."""
@@ -184,6 +202,11 @@ def _copybutton_words(app, exception) -> None:
 
 
 def setup(app):
+    from myst_nb.core.execute.cache import NotebookClientCache
+
+    app.connect("config-inited", lambda app, config: _BUILD_LANGUAGE.update(language=book_language(config)))
+    if not hasattr(NotebookClientCache.start_client, "__wrapped__"):
+        NotebookClientCache.start_client = _outputs_in_language(NotebookClientCache.start_client)
     app.connect("build-finished", _copybutton_words)
     # the book's own catalogs of sphinx-exercise's and sphinx-proof's strings ("Exercise", "Theorem", ...), which
     # ship none in zh_TW (upstream/sphinx-exercise-and-proof-no-zh-tw.md); read after theirs, so only where they lack one

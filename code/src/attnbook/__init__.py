@@ -126,3 +126,8 @@ __all__ = [
     "transformer_parameter_count",
     "yarn_attention_factor",
 ]
+
+# the book's builds draw every figure a kernel shows in the book's other languages too (figures/languages.py)
+from .figures.languages import install_formatter as _install_figure_translations  # noqa: E402
+
+_install_figure_translations()

@@ -200,15 +200,39 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
     if count > MAX_STATES:
         raise ValueError(f"{count} states is too many for the static page (at most {MAX_STATES}): "
                          "offer fewer values")
-    states = {}
+    from ..figures.languages import Translated, languages, translate
+
+    others = languages()  # the book's builds: the page in each of the book's other languages too
+    states: dict[str, dict[str, list]] = {language: {} for language in ["en", *others]}
+    messages: set = set()
     for indices in itertools.product(*(range(len(c.values)) for c in controls)):
         picture, readout = render(*(c.values[i] for c, i in zip(controls, indices)))
-        src, alt = _split_picture(picture)
-        states[_key(indices)] = [src, alt, readout]
+        key = _key(indices)
+        states["en"][key] = [*_split_picture(picture), readout]
+        for language in others:
+            shown = getattr(picture, "translations", {}).get(language, picture)
+            states[language][key] = [*_split_picture(shown), translate(readout, language, messages)]
+        messages |= getattr(picture, "messages", set())
     start = _key(c.start for c in controls)
-    src, alt, readout = states[start]
-    uid = "sw-" + hashlib.sha1(json.dumps([[c.label, c.texts] for c in controls] + [readout])
+    uid = "sw-" + hashlib.sha1(json.dumps([[c.label, c.texts] for c in controls] + [states["en"][start][2]])
                                .encode("utf-8")).hexdigest()[:10]
+    english = _page_html(uid, controls, note, states["en"], start)
+    if not others:
+        return english
+
+    def words(language: str):
+        def say(text: str) -> str:
+            return translate(text, language, messages)
+        return [Control(say(c.label), c.values, c.value, c.kind, tuple(say(t) for t in c.texts)) for c in controls], \
+            say(note) if note else note
+
+    pages = {language: _page_html(uid, *words(language), states[language], start) for language in others}
+    return Translated(english, pages, messages)
+
+
+def _page_html(uid: str, controls: Sequence[Control], note: str, states: dict[str, list], start: str) -> str:
+    """The static page: its note, its controls, the readout and picture of state ``start``, and every state."""
+    src, alt, readout = states[start]
     parts = [f'<div class="attn-static-widget" id="{uid}">']
     if note:
         parts.append(f'<p class="attn-static-note">{html.escape(note)}</p>')
@@ -271,6 +295,10 @@ class StaticPage:
     def _repr_mimebundle_(self, **kwargs):
         bundle = dict(self.view._repr_mimebundle_(**kwargs))
         bundle["text/html"] = self.static_html
+        if hasattr(self.static_html, "payload"):  # the book's builds: the page in its other languages
+            from ..figures.languages import MIME
+
+            bundle[MIME] = self.static_html.payload("text/html")
         return bundle
 
 

@@ -23,7 +23,8 @@ import html
 import io
 import itertools
 import math
-from dataclasses import dataclass, field
+import unicodedata
+from dataclasses import dataclass, field, replace
 
 __all__ = ["Diagram"]
 
@@ -36,6 +37,11 @@ PALETTE = {"ink": ("--attn-dg-ink", "#1f2328"), "paper": ("--attn-dg-paper", "#f
            "op": ("--attn-dg-op", "#eeeeee"), "mask": ("--attn-dg-mask", "#e6defa"),
            "result": ("--attn-dg-result", "#d9f2df")}
 _ids = itertools.count()
+
+
+def _ems(text: str) -> float:
+    """The width of ``text`` in Latin characters: a wide character (Chinese) counts as 1.7."""
+    return sum(1.7 if unicodedata.east_asian_width(c) in "WF" else 1.0 for c in text)
 
 
 @dataclass
@@ -59,8 +65,8 @@ class _Box:
     def w(self) -> float:
         """The width: enough for the label (bold 14 px) and the detail (12 px monospace), within its cell."""
         if self.cells:
-            return min(CELL_W - 6, max(self.side * len(self.cells[0]), 8.6 * len(self.label)) + 12)
-        return min(CELL_W - 6, max(BOX_W, 8.6 * len(self.label) + 18, 7.3 * len(self.detail) + 18))
+            return min(CELL_W - 6, max(self.side * len(self.cells[0]), 8.6 * _ems(self.label)) + 12)
+        return min(CELL_W - 6, max(BOX_W, 8.6 * _ems(self.label) + 18, 7.3 * _ems(self.detail) + 18))
 
     def squares(self):
         """(x, y, side, filled) of each square of a pattern, left to right and top to bottom."""
@@ -317,7 +323,36 @@ class Diagram:
         figure.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Title": self.title})
         return buffer.getvalue()
 
+    def translated(self, language: str, used: set | None = None) -> Diagram:
+        """The same diagram with its words in ``language`` (attnbook.figures.languages.translate); the messages
+        looked up are added to ``used``."""
+        from .languages import translate
+
+        def say(text: str) -> str:
+            return translate(text, language, used) if text else text
+
+        return replace(self, title=say(self.title), alt=say(self.alt),
+                       boxes={key: replace(box, label=say(box.label), detail=say(box.detail))
+                              for key, box in self.boxes.items()},
+                       arrows=[(source, target, say(label)) for source, target, label in self.arrows],
+                       frames=[(list(keys), say(label)) for keys, label in self.frames])
+
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter's display: inline SVG for HTML, the PDF for LaTeX, the alt text for plain text."""
-        return {"text/html": self.svg(), "application/pdf": base64.b64encode(self.pdf()).decode(),
-                "text/plain": f"{self.title}: {self.alt}"}
+        """Jupyter's display: inline SVG for HTML, the PDF for LaTeX, the alt text for plain text; during the
+        book's builds, the same in each of its other languages (attnbook.figures.languages.MIME)."""
+        from .languages import MIME, fonts_of, languages
+
+        bundle = {"text/html": self.svg(), "application/pdf": base64.b64encode(self.pdf()).decode(),
+                  "text/plain": f"{self.title}: {self.alt}"}
+        if languages():
+            entry: dict = {"languages": {}}
+            used: set = set()
+            for language in languages():
+                diagram = self.translated(language, used)
+                with fonts_of(language):
+                    pdf = base64.b64encode(diagram.pdf()).decode()
+                entry["languages"][language] = {"text/html": diagram.svg(), "application/pdf": pdf,
+                                                "text/plain": f"{diagram.title}: {diagram.alt}"}
+            entry["messages"] = sorted(used)
+            bundle[MIME] = entry
+        return bundle

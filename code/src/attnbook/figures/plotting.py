@@ -234,7 +234,8 @@ def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
     -------
     str
         ``<img src="data:image/png;base64,..." alt="..." style="max-width: 100%">``, with ``alt``
-        HTML-escaped.
+        HTML-escaped. During the book's builds, a :class:`~attnbook.figures.languages.Translated` string
+        that also carries the figure drawn in each other language, its alt text translated.
 
     Examples
     --------
@@ -267,11 +268,26 @@ def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
         # left by a finished fig.tight_layout(): it would make savefig lay the figure out in a first,
         # discarded draw (a fifth of the time of each state an interactive figure precomputes)
         fig.set_layout_engine(None)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width: 100%">'
+    from .languages import Translated, drawn_in, languages, translate
+
+    def tag(fig, alt: str) -> str:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+        data = base64.b64encode(buffer.getvalue()).decode("ascii")
+        return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width: 100%">'
+
+    try:
+        english = tag(fig, alt)
+        if not languages():
+            return english
+        translations, messages = {}, set()
+        for language in languages():  # the book's builds: the same figure in each of its other languages
+            with drawn_in(fig, language) as (used, _):
+                translations[language] = tag(fig, translate(alt, language, used))
+            messages |= used
+        return Translated(english, translations, messages)
+    finally:
+        plt.close(fig)
 
 
 def _convex_hull(points: np.ndarray) -> np.ndarray:
