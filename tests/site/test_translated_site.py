@@ -191,6 +191,19 @@ def test_the_themes_words_on_a_zh_hant_page_are_traditional_chinese(page):
         assert english not in text(chrome), f"{page}: the theme's '{english}' is not translated"
 
 
+@pytest.mark.parametrize("page", ["chapters/intro.html", "chapters/masks.html", "exercises/hw_masks.html"])
+def test_zh_hant_navigation_names_the_books_parts_in_chinese(page):
+    # the part captions of the sidebar, in the root page's catalog (tools/extensions/translation_fixes.py)
+    import yaml
+
+    root = yaml.safe_load(read(ROOT / "_toc.yml"))["root"]
+    catalog = {m.id: m.string for m in read_catalog(LOCALES / "zh_TW" / "LC_MESSAGES" / f"{root}.po") if m.id}
+    caption = re.compile(r'class="caption" role="heading"><span class="caption-text">([^<]*)</span>')
+    english = caption.findall(read(HTML / page))
+    assert english, f"{page}: the English navigation names no part"
+    assert caption.findall(read(SITE / page)) == [catalog[part] for part in english], f"{FOLDER}/{page}: parts in English"
+
+
 def _search_index(folder) -> dict:
     script = read(folder / "searchindex.js")
     return json.loads(script[script.index("(") + 1: script.rindex(")")])

@@ -26,6 +26,9 @@ before the page was translated; after translation the registry is pointed at the
 read for zh_TW), so the book's ``locales/zh_TW/LC_MESSAGES/exercise.po`` and ``proof.po`` are registered after
 theirs; the theme's strings come from the book's ``sphinx.po``, which Sphinx reads before the theme's own.
 
+**The parts' captions.** sphinx-external-toc adds the root page's toctrees after the page was translated, so the
+navigation's part captions ("Beyond the basics") are translated from the root page's catalog once they are there.
+
 **The copy buttons' words.** sphinx-copybutton's script has its own table of words by page language, with zh-CN but
 no zh-TW, so its tooltips would say "Copy"; after a translated build the language's words (``site.yml``,
 ``copybutton``) are added to that table.
@@ -129,6 +132,34 @@ class TranslatedNodesInTheirPage(SphinxTransform):
                 node.document = self.document
 
 
+class TranslatedTocCaptions(SphinxTransform):
+    """The captions of the book's parts (Attention, Homework, ...) in the page's language: sphinx-external-toc adds
+    the root page's toctrees (its transform, priority 100) after Sphinx's Locale (20) translated the page, so the
+    navigation's part captions stayed English although the root page's catalog holds them
+    (upstream/sphinx-external-toc-captions-not-translated.md)."""
+
+    default_priority = 101  # after sphinx-external-toc's InsertToctrees (100), before the toctrees are collected
+
+    def apply(self, **kwargs) -> None:
+        from sphinx import addnodes
+        from sphinx.locale import init as init_locale
+        from sphinx.util.i18n import docname_to_domain
+
+        if book_language(self.config) is None:
+            return
+        toctrees = [t for t in self.document.findall(addnodes.toctree) if t.get("caption")]
+        if not toctrees:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        folders = [str(Path(self.env.srcdir) / folder) for folder in self.config.locale_dirs]
+        catalog, found = init_locale(folders, self.config.language, domain)
+        if not found:
+            return
+        for toctree in toctrees:
+            translated = catalog.gettext(toctree["caption"])
+            toctree["caption"] = toctree["rawcaption"] = translated
+
+
 class RegisterTranslatedExercises(SphinxTransform):
     """After the page's translation (Sphinx's ``Locale``, priority 20), its solutions' titles repeat the translated exercise."""
 
@@ -229,5 +260,6 @@ def setup(app):
     app.add_transform(ImageAltIsTranslatable)
     app.add_transform(RegisterTranslatedExercises)
     app.add_transform(TranslatedNodesInTheirPage)
+    app.add_transform(TranslatedTocCaptions)
     app.add_post_transform(OfferResolvedExerciseTitles)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
