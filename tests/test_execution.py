@@ -254,3 +254,18 @@ def test_the_cache_is_cleared_when_the_package_changes(cache_dir, source, monkey
     execution.fill_cache([source], jobs=1)
     monkeypatch.setattr(execution, "package_hash", lambda: "another package")
     assert not execution.is_cached(execution.open_cache(), execution.read_as_myst_nb(source))
+
+
+def test_a_build_after_the_package_changed_reads_every_page_again(monkeypatch):
+    # myst-nb takes a page's outputs from the cache only when Sphinx reads the page (tools/extensions/sphinx_fixes.py)
+    from types import SimpleNamespace
+
+    from tools.extensions.sphinx_fixes import pages_of_another_run
+
+    env = SimpleNamespace(found_docs={"chapters/masks", "chapters/intro", "exercises/hw_masks"})
+    monkeypatch.setattr("tools.execution.package_hash", lambda: "first")
+    assert pages_of_another_run(None, env, set(env.found_docs), set(), set()) == []  # a new environment
+    assert pages_of_another_run(None, env, set(), set(), set()) == []  # the same package
+    monkeypatch.setattr("tools.execution.package_hash", lambda: "second")
+    assert pages_of_another_run(None, env, {"chapters/intro"}, set(), set()) == ["chapters/masks", "exercises/hw_masks"]
+    assert pages_of_another_run(None, env, set(), set(), set()) == []  # read with the second since

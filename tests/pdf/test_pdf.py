@@ -178,3 +178,30 @@ def test_the_zh_hant_pdf_prints_every_chapter_title_in_chinese_in_traditional_fo
     assert r"\setCJKmainfont{Noto Serif CJK TC}" in tex, "the zh-Hant PDF is not set in the Traditional Chinese font"
     fonts = poppler("pdffonts", str(ZH_PDF))
     assert "NotoSerifCJK" in fonts and "NotoSansCJK" in fonts, fonts
+
+
+def test_the_zh_hant_pdf_heads_the_books_parts_in_chinese():
+    # the captions of _toc.yml's parts, from the root page's catalog (tools/extensions/translation_fixes.py)
+    import yaml
+
+    from tools.translations import LOCALES, read_catalog
+
+    root = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+    catalog = {m.id: m.string for m in read_catalog(LOCALES / "zh_TW" / "LC_MESSAGES" / f"{root}.po") if m.id}
+    part = re.compile(r"^\\part\{(.*)\}$", re.M)
+    english = part.findall(PDF.with_suffix(".tex").read_text(encoding="utf-8"))
+    assert english, "the English PDF has no parts"
+    parts = part.findall((ZH_PDF.parent / ZH_PDF.with_suffix(".tex").name).read_text(encoding="utf-8"))
+    assert parts == [catalog[caption] for caption in english], f"the zh-Hant PDF's parts: {parts}"
+
+
+def test_the_zh_hant_pdf_names_theorems_exercises_and_solutions_in_chinese():
+    # sphinx-proof's and sphinx-exercise's words from the book's catalogs, even in the first build of a fresh clone
+    from tools.translations import LOCALES, read_catalog
+
+    words = {m.id: m.string for name in ("proof", "exercise") for m in read_catalog(LOCALES / "zh_TW" / "LC_MESSAGES" / f"{name}.po") if m.id}
+    tex = (ZH_PDF.parent / ZH_PDF.with_suffix(".tex").name).read_text(encoding="utf-8")
+    english = sorted(set(re.findall(r"\b(?:Theorem|Definition|Lemma|Exercise|Solution to) \d+\.\d+", tex)))
+    assert english == [], f"English names in the zh-Hant PDF: {english[:8]}"
+    for name in ("Theorem", "Exercise"):
+        assert re.search(rf"{words[name]}\s*1\.1\b", tex), f"no {words[name]} 1.1 in the zh-Hant PDF"

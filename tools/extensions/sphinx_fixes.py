@@ -16,6 +16,10 @@
 * A chapter's figures are most of what its page weighs, and a reader sees them one screen at a time:
   every ``<img>`` of a page's body is given ``loading="lazy"``, so the browser fetches each picture as
   it comes near the screen rather than all of them before the page has loaded.
+* myst-nb reads a page's outputs from the execution cache only when Sphinx reads the page, and Sphinx reads
+  again only the pages whose source changed; after a change of the package (or of the figures' catalogs) the
+  cache holds new outputs (tools.execution.open_cache), so every page is read again when the package's hash
+  differs from the one the environment was read with. Otherwise a build after ``make pdf`` showed the old outputs.
 """
 
 from __future__ import annotations
@@ -99,7 +103,19 @@ def lazy_images(app, pagename, templatename, context, doctree) -> None:
         context["body"] = IMG_TAG.sub('<img loading="lazy"', body)
 
 
+def pages_of_another_run(app, env, added, changed, removed) -> list[str]:
+    """Every page to read again when the environment was read with another version of the package than now."""
+    from tools.execution import package_hash
+
+    current = package_hash()
+    before, env.attnbook_package_hash = getattr(env, "attnbook_package_hash", None), current
+    if before in (None, current):  # None: a new environment, which reads every page anyway
+        return []
+    return sorted(env.found_docs - set(added) - set(changed))
+
+
 def setup(app):
+    app.connect("env-get-outdated", pages_of_another_run)
     app.connect("html-page-context", lazy_images, priority=900)
     app.connect("build-finished", drop_fontawesome_script)
     app.connect("build-finished", write_sitemap)

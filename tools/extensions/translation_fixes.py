@@ -29,6 +29,9 @@ theirs; the theme's strings come from the book's ``sphinx.po``, which Sphinx rea
 **The parts' captions.** sphinx-external-toc adds the root page's toctrees after the page was translated, so the
 navigation's part captions ("Beyond the basics") are translated from the root page's catalog once they are there.
 
+**Theorem heads in the PDF.** sphinx-proof writes a theorem's LaTeX head as the English type name ("Theorem
+1.1"), though its HTML head is translated; the LaTeX head is given the same translation.
+
 **The copy buttons' words.** sphinx-copybutton's script has its own table of words by page language, with zh-CN but
 no zh-TW, so its tooltips would say "Copy"; after a translated build the language's words (``site.yml``,
 ``copybutton``) are added to that table.
@@ -232,6 +235,51 @@ def _copybutton_words(app, exception) -> None:
         script.write_text(source.replace(table, table + entry, 1), encoding="utf-8")
 
 
+def _translated_latex_head(depart):
+    """sphinx-proof's LaTeX head of a theorem ("Theorem 1.1") in the build's language, as its HTML head is
+    (upstream/sphinx-proof-latex-heads-not-translated.md)."""
+    from sphinx.writers.latex import LaTeXTranslator
+    from sphinx_proof.nodes import _ as translate, latex_admonition_start, list_rindex
+
+    def depart_translated(self, node) -> None:
+        depart(self, node)
+        english = node.attributes.get("realtype", "").title()
+        if isinstance(self, LaTeXTranslator) and english:
+            at = list_rindex(self.body, latex_admonition_start) + 2
+            if self.body[at] == english or self.body[at].startswith(english + " "):
+                self.body[at] = translate(english) + self.body[at][len(english):]
+    depart_translated.__wrapped__ = depart
+    return depart_translated
+
+
+def _translate_latex_heads(app) -> None:
+    from sphinx_proof import nodes as proof
+
+    if book_language(app.config) is None:
+        return
+    handlers = app.registry.translation_handlers.get("latex", {})
+    for name, (visit, depart) in handlers.items():
+        if depart in (proof.depart_enumerable_node, proof.depart_unenumerable_node):
+            handlers[name] = (visit, _translated_latex_head(depart))
+
+
+def _compile_catalog(locales: Path, language: str | None, domain: str) -> None:
+    """Compile ``<locales>/<language>/LC_MESSAGES/<domain>.po`` to its ``.mo`` when that is missing or older.
+
+    Sphinx compiles the catalogs of ``locale_dirs`` while it builds, after the extensions' setup has read theirs,
+    and compiles its own ``sphinx`` domain first; the extensions' words come from the book's catalogs only if
+    they are compiled here, or the first build of a fresh clone (the zh-Hant PDF in ``make test``) prints
+    "Theorem 1.1" and "Exercise 1.1" where the later ones print 定理 1.1 and 練習 1.1.
+    """
+    from sphinx.util.i18n import CatalogInfo
+
+    if language is None:
+        return
+    catalog = CatalogInfo(str(locales / language / "LC_MESSAGES"), domain, "utf-8")
+    if Path(catalog.po_path).exists() and catalog.is_outdated():
+        catalog.write_mo(language)
+
+
 def setup(app):
     from myst_nb.core.execute.cache import NotebookClientCache
 
@@ -239,11 +287,13 @@ def setup(app):
     if not hasattr(NotebookClientCache.start_client, "__wrapped__"):
         NotebookClientCache.start_client = _outputs_in_language(NotebookClientCache.start_client)
     app.connect("build-finished", _copybutton_words)
+    app.connect("builder-inited", _translate_latex_heads)
     # the book's own catalogs of sphinx-exercise's and sphinx-proof's strings ("Exercise", "Theorem", ...), which
     # ship none in zh_TW (upstream/sphinx-exercise-and-proof-no-zh-tw.md); read after theirs, so only where they lack one
     from tools.translations import LOCALES
 
     for catalog in ("exercise", "proof", "booktheme"):  # booktheme: the words of the book's own header buttons
+        _compile_catalog(LOCALES, book_language(app.config), catalog)
         app.add_message_catalog(catalog, str(LOCALES))
     # the Chinese search's Latin words: a list Sphinx searches for every word it stems, so the index took minutes
     # (upstream/sphinx-chinese-search-latin-terms-list.md); a set answers the same membership at once

@@ -43,6 +43,12 @@ msgstr "寬度"
 msgid "Softmax"
 msgstr "軟最大值"
 
+msgid "encoder layer, repeated N times"
+msgstr "編碼器層，重複 N 次"
+
+msgid "embed"
+msgstr "嵌入"
+
 #, fuzzy
 msgid "query position i"
 msgstr "查詢位置 i"
@@ -158,6 +164,25 @@ def test_a_diagram_in_another_language_has_its_words_in_its_svg_and_pdf(zh):
     assert "<title" in svg and ">軟最大值</title>" in svg and ">寬度</text>" in svg
     assert base64.b64decode(entry["languages"][zh]["application/pdf"]).startswith(b"%PDF")
     assert entry["messages"] == ["Softmax", "The scores go through a softmax.", "width"]
+
+
+def test_symbols_the_chinese_font_lacks_and_italic_chinese_are_drawn_from_a_font_that_has_them(zh):
+    # matplotlib falls back glyph by glyph only across the families a text names: ⁽⁰⁾ and ᵀ are not in Noto CJK,
+    # and an italic sans-serif text would resolve to DejaVu Sans Oblique, which has no Chinese
+    diagram = Diagram("Encoder", "An embedding, then N layers.", columns=1, rows=2)
+    diagram.array("x", "embed", "X⁽⁰⁾: (n, d)", 0, 0)
+    diagram.op("e", "H Eᵀ", 0, 1)
+    diagram.frame(["x", "e"], "encoder layer, repeated N times")
+    entry = diagram._repr_mimebundle_()[languages.MIME]
+    assert "missing_glyphs" not in entry, entry.get("missing_glyphs")
+    fig, ax = plt.subplots()
+    ax.set_title("encoder layer, repeated N times", style="italic")
+    ax.set_xlabel("X⁽⁰⁾ Eᵀ", family="monospace")
+    before = png(fig)
+    with languages.drawn_in(fig, zh) as (used, missing):
+        png(fig)
+    assert missing == [], missing
+    assert png(fig) == before and ax.title.get_fontfamily() == ["sans-serif"]
 
 
 def test_the_kernel_formatter_adds_each_language_s_drawing_to_a_displayed_figure(zh):

@@ -273,6 +273,14 @@ class Diagram:
 
     def pdf(self) -> bytes:
         """The diagram as a vector PDF in the light colours, drawn by matplotlib from the same shapes."""
+        return self._saved(self._figure())
+
+    def _saved(self, figure) -> bytes:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Title": self.title})
+        return buffer.getvalue()
+
+    def _figure(self):
         from matplotlib.figure import Figure  # not pyplot: the notebook's own backend is left alone
         from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
@@ -319,9 +327,7 @@ class Diagram:
             if box.detail:
                 axes.text(box.x, box.y + 15, box.detail, ha="center", color=ink, fontsize=12 * points,
                           family="monospace")
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Title": self.title})
-        return buffer.getvalue()
+        return figure
 
     def translated(self, language: str, used: set | None = None) -> Diagram:
         """The same diagram with its words in ``language`` (attnbook.figures.languages.translate); the messages
@@ -347,12 +353,17 @@ class Diagram:
         if languages():
             entry: dict = {"languages": {}}
             used: set = set()
+            missing: list[str] = []
             for language in languages():
                 diagram = self.translated(language, used)
-                with fonts_of(language):
-                    pdf = base64.b64encode(diagram.pdf()).decode()
+                figure = diagram._figure()
+                with fonts_of(language, figure) as absent:
+                    pdf = base64.b64encode(diagram._saved(figure)).decode()
+                missing += absent
                 entry["languages"][language] = {"text/html": diagram.svg(), "application/pdf": pdf,
                                                 "text/plain": f"{diagram.title}: {diagram.alt}"}
             entry["messages"] = sorted(used)
+            if missing:
+                entry["missing_glyphs"] = missing
             bundle[MIME] = entry
         return bundle

@@ -321,16 +321,25 @@ def _font_ready(language: str) -> tuple[str, str]:
     return FONTS[language]
 
 
+# matplotlib falls back glyph by glyph only across the families a text names: a generic family ("sans-serif")
+# resolves to one font, so the figures' texts name the language's font and DejaVu (symbols: ⁽⁰⁾, ᵀ) explicitly
+_FALLBACK = {"sans-serif": "DejaVu Sans", "monospace": "DejaVu Sans Mono"}
+
+
 @contextlib.contextmanager
-def fonts_of(language: str):
+def fonts_of(language: str, fig=None):
     """While the block runs, matplotlib draws words with ``language``'s fonts first, quietly.
 
-    The fonts are :data:`FONTS`, with matplotlib's own (DejaVu) after them for the symbols they lack.
+    The fonts are :data:`FONTS`. Each text of ``fig`` names them and matplotlib's own DejaVu after them, so a
+    glyph they lack (⁽⁰⁾, ᵀ) comes from DejaVu, and an italic text keeps its Chinese upright (CJK fonts have no
+    italics); tick labels that the axes make while drawing take the language's font alone.
 
     Parameters
     ----------
     language : str
         A key of :data:`FONTS`.
+    fig : matplotlib.figure.Figure, optional
+        A figure whose texts' font families are changed for the block only.
 
     Yields
     ------
@@ -344,12 +353,13 @@ def fonts_of(language: str):
 
     Examples
     --------
-    >>> with fonts_of("zh_TW") as missing:  # doctest: +SKIP
+    >>> with fonts_of("zh_TW", figure) as missing:  # doctest: +SKIP
     ...     figure.savefig("zh.png")
     >>> missing  # doctest: +SKIP
     []
     """
     import matplotlib
+    from matplotlib.text import Text
 
     sans, mono = _font_ready(language)
     missing: list[str] = []
@@ -357,14 +367,25 @@ def fonts_of(language: str):
     level = quiet.level
     fonts = {"font.sans-serif": [sans, *matplotlib.rcParams["font.sans-serif"]],
              "font.monospace": [mono, *matplotlib.rcParams["font.monospace"]]}
+    own = {"sans-serif": sans, "monospace": mono}
+    # a tick label is copied into the ticks an axis adds while drawing: left as it is, they stay English after the block
+    ticks = {id(label) for ax in (fig.axes if fig is not None else []) for axis in ax._axis_map.values()
+             for tick in axis.majorTicks + axis.minorTicks for label in (tick.label1, tick.label2)}
+    texts = [(text, text.get_fontfamily()) for text in (fig.findobj(Text) if fig is not None else [])
+             if id(text) not in ticks]
     try:
         quiet.setLevel(logging.ERROR)
+        for text, families in texts:
+            text.set_fontfamily([name for family in families
+                                 for name in ((own[family], _FALLBACK[family]) if family in own else (family,))])
         with matplotlib.rc_context(fonts), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield missing
         missing += sorted({str(w.message) for w in caught if "missing from" in str(w.message)})
     finally:
         quiet.setLevel(level)
+        for text, families in texts:
+            text.set_fontfamily(families)
 
 
 @contextlib.contextmanager
@@ -402,7 +423,7 @@ def drawn_in(fig, language: str):
             text.set_text(change(english))
         for ticker, formatter in formatters:
             ticker.formatter = _translating_formatter()(formatter, change)
-        with fonts_of(language) as missing:
+        with fonts_of(language, fig) as missing:
             yield used, missing
     finally:
         for ticker, formatter in formatters:
