@@ -14,13 +14,14 @@ import re
 import pytest
 
 from tools import ROOT
+from tools.execution import figure_catalogs
 from tools.translations import FIGURES, TEMPLATES, catalog_problems, catalogs, message_problems, read_catalog, terms
 
 LANGUAGE = "zh_TW"
 CATALOGS = catalogs(LANGUAGE)
 PAGE_CATALOGS = [path for path in CATALOGS if path.parent.name in ("chapters", "exercises")]
 # the words inside the figures (attnbook.figures.languages), one catalog for the book, made from the book's run
-FIGURE_CATALOG = ROOT / "locales" / LANGUAGE / "LC_MESSAGES" / f"{FIGURES}.po"
+FIGURE_CATALOG = figure_catalogs()[LANGUAGE]
 
 
 def _name(path) -> str:

@@ -81,11 +81,11 @@ def book_notebook(reader: nbformat.NotebookNode, extras: list[dict]) -> nbformat
     code = [cell for cell in reader.cells if cell.cell_type == "code"]
     for extra in extras:
         data = code[extra["cell"]].outputs[extra["output"]].setdefault("data", {})
-        if extra.get("view", True):
+        if extra["view"]:
             data[WIDGET_VIEW] = dict(VIEW_PLACEHOLDER)
         if extra["html"] is not None:
             data["text/html"] = extra["html"]
-        if extra.get("translations") is not None:
+        if extra["translations"] is not None:
             data[TRANSLATIONS] = extra["translations"]
     return reader
 

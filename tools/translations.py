@@ -104,7 +104,6 @@ def figure_template() -> Path:
     looked up while it drew its figures in the other languages (tools.site_outputs.translation_messages), read
     from the execution cache; each message's comment names the pages it is on."""
     from babel.messages.catalog import Catalog
-    from babel.messages.pofile import write_po
 
     from tools.execution import executed_from_cache, notebook_sources
     from tools.site_outputs import translation_messages
@@ -121,8 +120,7 @@ def figure_template() -> Path:
         catalog.add(message, auto_comments=["on " + ", ".join(pages[message])])
     TEMPLATES.mkdir(parents=True, exist_ok=True)
     path = TEMPLATES / f"{FIGURES}.pot"
-    with path.open("wb") as stream:
-        write_po(stream, catalog, width=0, omit_header=False)
+    write_catalog(catalog, path)
     return path
 
 

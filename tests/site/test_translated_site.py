@@ -23,13 +23,14 @@ import pytest
 
 from tools import ROOT
 from tools.built_site import HTML, toc_pages
-from tools.translations import FIGURES, LOCALES, read_catalog, simplified_characters
+from tools.execution import figure_catalogs
+from tools.translations import LOCALES, read_catalog, simplified_characters
 
 FOLDER = "zh-Hant"
 PAGES = toc_pages()
 SITE = HTML / FOLDER
 BASE = "https://attention-computed.github.io/attention-computed/"
-FIGURE_CATALOG = LOCALES / "zh_TW" / "LC_MESSAGES" / f"{FIGURES}.po"
+FIGURE_CATALOG = figure_catalogs()["zh_TW"]
 
 
 def read(path) -> str:

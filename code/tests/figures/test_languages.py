@@ -145,6 +145,7 @@ def test_a_static_page_in_another_language_has_its_controls_readouts_and_picture
     assert [state[1:] for state in states.values()] == [["1 個點", "1 個點"], ["2 個點", "2 個點"]]
     assert all(state[0] not in page for state in states.values())  # each picture drawn in Chinese
     assert {"width", "{0} dots", "step {0}"} <= page.messages
+    assert page.missing == set() and "missing_glyphs" not in page.payload("text/html")
 
     class View:
         def _repr_mimebundle_(self, **kwargs):

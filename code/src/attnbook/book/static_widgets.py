@@ -205,6 +205,7 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
     others = languages()  # the book's builds: the page in each of the book's other languages too
     states: dict[str, dict[str, list]] = {language: {} for language in ["en", *others]}
     messages: set = set()
+    missing: set = set()  # glyphs no font had in a state's picture
     for indices in itertools.product(*(range(len(c.values)) for c in controls)):
         picture, readout = render(*(c.values[i] for c, i in zip(controls, indices)))
         key = _key(indices)
@@ -213,6 +214,7 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
             shown = getattr(picture, "translations", {}).get(language, picture)
             states[language][key] = [*_split_picture(shown), translate(readout, language, messages)]
         messages |= getattr(picture, "messages", set())
+        missing |= getattr(picture, "missing", set())
     start = _key(c.start for c in controls)
     uid = "sw-" + hashlib.sha1(json.dumps([[c.label, c.texts] for c in controls] + [states["en"][start][2]])
                                .encode("utf-8")).hexdigest()[:10]
@@ -227,7 +229,7 @@ def static_widget_html(controls: Sequence[Control], render: Callable[..., tuple[
             say(note) if note else note
 
     pages = {language: _page_html(uid, *words(language), states[language], start) for language in others}
-    return Translated(english, pages, messages)
+    return Translated(english, pages, messages, missing)
 
 
 def _page_html(uid: str, controls: Sequence[Control], note: str, states: dict[str, list], start: str) -> str:

@@ -346,12 +346,12 @@ class Diagram:
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """Jupyter's display: inline SVG for HTML, the PDF for LaTeX, the alt text for plain text; during the
         book's builds, the same in each of its other languages (attnbook.figures.languages.MIME)."""
-        from .languages import MIME, fonts_of, languages
+        from .languages import MIME, fonts_of, languages, output_entry
 
         bundle = {"text/html": self.svg(), "application/pdf": base64.b64encode(self.pdf()).decode(),
                   "text/plain": f"{self.title}: {self.alt}"}
         if languages():
-            entry: dict = {"languages": {}}
+            drawings: dict[str, dict] = {}
             used: set = set()
             missing: list[str] = []
             for language in languages():
@@ -360,10 +360,7 @@ class Diagram:
                 with fonts_of(language, figure) as absent:
                     pdf = base64.b64encode(diagram._saved(figure)).decode()
                 missing += absent
-                entry["languages"][language] = {"text/html": diagram.svg(), "application/pdf": pdf,
-                                                "text/plain": f"{diagram.title}: {diagram.alt}"}
-            entry["messages"] = sorted(used)
-            if missing:
-                entry["missing_glyphs"] = missing
-            bundle[MIME] = entry
+                drawings[language] = {"text/html": diagram.svg(), "application/pdf": pdf,
+                                      "text/plain": f"{diagram.title}: {diagram.alt}"}
+            bundle[MIME] = output_entry(drawings, used, missing)
         return bundle

@@ -34,7 +34,7 @@ import re
 import warnings
 
 __all__ = ["ENV", "MIME", "FONTS", "Translated", "message_of", "fill", "languages", "translate",
-           "fonts_of", "drawn_in", "install_formatter"]
+           "output_entry", "fonts_of", "drawn_in", "install_formatter"]
 
 ENV = "ATTNBOOK_FIGURE_TRANSLATIONS"  # "zh_TW=/path/to/figures.po[;other=...]": the builds set it
 MIME = "application/vnd.attnbook.translations+json"
@@ -242,6 +242,34 @@ def _quoted(value: str, catalog: dict[str, str]) -> str:
     return f"「{fill(translation, values)}」" if translation else value
 
 
+def output_entry(drawings: dict[str, dict], messages, missing=()) -> dict:
+    """The entry :data:`MIME` of an output: its drawings in each other language and what they looked up.
+
+    Parameters
+    ----------
+    drawings : dict of str to dict
+        For each language, the output's data in it (MIME type to data), as Jupyter holds an output's.
+    messages : iterable of str
+        The catalog messages the drawings looked up (the catalog's template gathers them).
+    missing : iterable of str, optional
+        The warnings of glyphs that no font had, which the book's tests fail on.
+
+    Returns
+    -------
+    dict
+        ``{"languages": drawings, "messages": [...]}``, with ``"missing_glyphs"`` when a glyph was missing.
+
+    Examples
+    --------
+    >>> output_entry({"zh_TW": {"text/plain": "頭"}}, {"head"})
+    {'languages': {'zh_TW': {'text/plain': '頭'}}, 'messages': ['head']}
+    """
+    entry = {"languages": drawings, "messages": sorted(set(messages))}
+    if missing:
+        entry["missing_glyphs"] = sorted(set(missing))
+    return entry
+
+
 class Translated(str):
     """An English string (HTML) that also carries its translations by language and the messages they used.
 
@@ -253,6 +281,8 @@ class Translated(str):
         The same text in each other language.
     messages : iterable of str
         The catalog messages the translations looked up.
+    missing : iterable of str, optional
+        The warnings of glyphs that no font had while they were drawn.
 
     Examples
     --------
@@ -263,16 +293,17 @@ class Translated(str):
 
     translations: dict[str, str]
     messages: set
+    missing: set
 
-    def __new__(cls, english: str, translations: dict[str, str], messages=()):
+    def __new__(cls, english: str, translations: dict[str, str], messages=(), missing=()):
         self = super().__new__(cls, english)
-        self.translations, self.messages = dict(translations), set(messages)
+        self.translations, self.messages, self.missing = dict(translations), set(messages), set(missing)
         return self
 
     def payload(self, mime: str) -> dict:
-        """The output entry :data:`MIME` of this string shown as ``mime``."""
-        return {"languages": {lang: {mime: text} for lang, text in self.translations.items()},
-                "messages": sorted(self.messages)}
+        """The output entry :data:`MIME` (:func:`output_entry`) of this string shown as ``mime``."""
+        return output_entry({lang: {mime: text} for lang, text in self.translations.items()}, self.messages,
+                            self.missing)
 
 
 @functools.lru_cache(maxsize=None)
@@ -444,7 +475,7 @@ def _png_formatter(ip):
             english = ip.display_formatter.formatters["image/png"].lookup(fig)
         except KeyError:
             return None
-        entry: dict = {"languages": {}, "messages": []}
+        drawings: dict[str, dict] = {}
         messages: set = set()
         missing: list[str] = []
         for language in languages():
@@ -453,12 +484,9 @@ def _png_formatter(ip):
             missing += absent
             png = png[0] if isinstance(png, tuple) else png
             png = base64.b64encode(png).decode("ascii") if isinstance(png, bytes) else png
-            entry["languages"][language] = {"image/png": png}
+            drawings[language] = {"image/png": png}
             messages |= used
-        entry["messages"] = sorted(messages)
-        if missing:
-            entry["missing_glyphs"] = missing
-        return entry
+        return output_entry(drawings, messages, missing)
     return translations
 
 

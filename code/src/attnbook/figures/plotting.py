@@ -280,12 +280,13 @@ def figure_to_img_html(fig, alt: str, dpi: int = 80) -> str:
         english = tag(fig, alt)
         if not languages():
             return english
-        translations, messages = {}, set()
+        translations, messages, missing = {}, set(), []
         for language in languages():  # the book's builds: the same figure in each of its other languages
-            with drawn_in(fig, language) as (used, _):
+            with drawn_in(fig, language) as (used, absent):
                 translations[language] = tag(fig, translate(alt, language, used))
             messages |= used
-        return Translated(english, translations, messages)
+            missing += absent
+        return Translated(english, translations, messages, missing)
     finally:
         plt.close(fig)
 
