@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import resource
+import select
 import signal
+import stat
 import sys
 import time
 import unicodedata
@@ -26,7 +30,9 @@ from pathlib import Path
 import nbformat
 
 from tools.homework import cgroups, sandbox, sandbox_driver, traces
-from tools.homework.reports import feedback_markdown, feedback_names, write_csv, write_skipped
+from tools.homework.reports import (feedback_markdown, feedback_name, submission_key, write_csv, write_feedback,
+                                   write_skipped)
+from tools.homework.safe_text import NAME_LIMIT, visible
 from tools.homework.sources import (HomeworkError, defined_names, function_names, load, one_line,
                                     package_references, role)
 
@@ -34,6 +40,11 @@ CELL_TIMEOUT_S = 10
 DEADLINE_S = 180  # a whole submission; the per-cell timeout normally stops it long before
 MAX_RESTARTS = 5  # kernels a submission may kill or hang before the rest of it is not run
 MIN_ADDRESS_SPACE = 512 * 1024 ** 2  # per process: the driver (Python, IPython, numpy) peaks near 300 MB
+MAX_SUBMISSION_BYTES = 5 * 1024 ** 2  # a submitted file, before it is read (--max-size); an honest one is ~10-500 KiB
+PARSE_MEMORY_BYTES = 1024 ** 3  # what reading a submission's JSON may add to the grader's address space
+PARSE_SECONDS = 60  # CPU and wall time to read one (a 5 MiB notebook of 60,000 empty cells takes ~15 s)
+MAX_DEPTH = 32  # folders below the submissions folder that are searched
+MAX_ENTRIES = 20_000  # files and folders the search looks at, in all
 
 
 # --- what grading needs from the source, and a submission ---------------------------------------------
@@ -63,24 +74,137 @@ def grading_plan(homework: str | Path) -> dict:
             "reimplements": reimplements, "handout": handout, "hidden": hidden}
 
 
-def read_submission(path: Path):
-    """A submitted notebook as nbformat v4, or a HomeworkError saying why it cannot be graded."""
+def read_submission(path: Path, max_bytes: int = MAX_SUBMISSION_BYTES):
+    """A submitted notebook's cells (nbformat v4), or a HomeworkError saying why it cannot be graded.
+
+    The file is opened without following a link, must be a regular file of at most ``max_bytes``
+    (measured before it is read, so a sparse file of many GiB costs nothing) and is read up to that
+    size. The JSON is parsed and validated in a child process (:func:`_parse_in_child`) whose address
+    space may grow by at most ``PARSE_MEMORY_BYTES`` and which may use ``PARSE_SECONDS`` of time; it sends
+    back only what grading uses: each cell's type and source, and the metadata that marks a hidden test.
+    """
     try:
-        notebook = nbformat.read(path, as_version=4)
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise HomeworkError(f"cannot be read: {error.strerror}") from None
+    with os.fdopen(handle, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise HomeworkError("not a regular file; submit the notebook itself")
+        if status.st_size > max_bytes:
+            raise HomeworkError(too_large(status.st_size, max_bytes))
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew since it was measured
+        raise HomeworkError(too_large(len(data), max_bytes))
+    return nbformat.from_dict({"cells": _parse_in_child(data)})
+
+
+def too_large(size: int, max_bytes: int) -> str:
+    return (f"{size / 1024 ** 2:.1f} MiB, more than the {max_bytes / 1024 ** 2:g} MiB a submission may have "
+            "(--max-size); clear the outputs and submit again")
+
+
+def _parse(data: bytes) -> list[dict]:
+    """The cells grading uses, from a notebook's bytes (in the child): type, source and hidden-test marks."""
+    try:
+        notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+    except MemoryError:
+        raise
     except nbformat.reader.NotJSONError:
         raise HomeworkError("not a valid notebook: the file is not valid JSON (cut off, or edited outside "
                             "Jupyter?)") from None
     except nbformat.ValidationError as error:
         message = one_line(error, 200)
         raise HomeworkError(f"not a valid notebook: it does not follow nbformat 4 ({message})") from None
-    except Exception as error:  # an unknown nbformat version, an unreadable file, JSON that is no notebook
+    except Exception as error:  # an unknown nbformat version, bytes that are not UTF-8, JSON that is no notebook
         raise HomeworkError(f"not a valid notebook: {type(error).__name__}: {one_line(error, 200)}") from None
     try:
         nbformat.validate(notebook)
+    except MemoryError:
+        raise
     except Exception as error:
         message = one_line(error, 200)
         raise HomeworkError(f"not a valid notebook: it does not follow nbformat 4 ({message})") from None
-    return notebook
+    cells = []
+    for cell in notebook.cells:
+        metadata = cell.get("metadata", {})
+        tags = metadata.get("tags", [])
+        nbgrader = metadata.get("nbgrader", {})
+        marks = {"tags": [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []}
+        if "points" in metadata:
+            marks["points"] = True
+        if isinstance(metadata.get("grade_id"), str):
+            marks["grade_id"] = metadata["grade_id"]
+        if isinstance(nbgrader, dict) and nbgrader.get("grade") is True:
+            marks["nbgrader"] = {"grade": True}
+        cells.append({"cell_type": cell.cell_type, "source": cell.get("source", ""), "metadata": marks})
+    return cells
+
+
+def _address_space() -> int:
+    """This process's virtual memory size in bytes (what RLIMIT_AS counts)."""
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _parse_in_child(data: bytes) -> list[dict]:
+    """:func:`_parse` in a forked child held to ``PARSE_MEMORY_BYTES`` more address space and ``PARSE_SECONDS``.
+
+    The child sends its answer as JSON (a list of cells, or the reason) on a pipe; the parent reads
+    it until the deadline, then kills the child. A parse that runs out of memory or time is a reason.
+    """
+    receive, send = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: limits first, then the parse; it never returns
+        code = 1
+        try:
+            os.close(receive)
+            limit = _address_space() + PARSE_MEMORY_BYTES
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+            _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            cpu = PARSE_SECONDS if hard == resource.RLIM_INFINITY else min(PARSE_SECONDS, hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+            try:
+                answer = {"cells": _parse(data)}
+            except HomeworkError as error:
+                answer = {"reason": str(error)}
+            except (MemoryError, RecursionError):
+                answer = {"reason": "memory"}
+            payload = json.dumps(answer).encode("utf-8", "surrogatepass")
+            with os.fdopen(send, "wb") as pipe:
+                pipe.write(payload)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(send)
+    chunks: list[bytes] = []
+    stop = time.monotonic() + PARSE_SECONDS + 5
+    timed_out = False
+    with os.fdopen(receive, "rb", buffering=0) as pipe:
+        while True:
+            left = stop - time.monotonic()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = pipe.read(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    memory = f"more than {PARSE_MEMORY_BYTES / 1024 ** 3:g} GiB of memory"
+    if timed_out or os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+        raise HomeworkError(f"not a valid notebook: reading it took longer than {PARSE_SECONDS} s")
+    try:
+        answer = json.loads(b"".join(chunks).decode("utf-8", "surrogatepass"))
+    except ValueError:  # the child died without an answer: out of memory before it could say so
+        raise HomeworkError(f"not a valid notebook: reading it took {memory}") from None
+    if "reason" in answer:
+        raise HomeworkError(f"not a valid notebook: reading it took {memory}" if answer["reason"] == "memory"
+                            else answer["reason"])
+    return answer["cells"]
 
 # --- a submission in its sandbox -------------------------------------------------------------------------------------
 
@@ -285,8 +409,11 @@ def run_hidden_test(test: dict, space: dict) -> tuple[bool, str, str]:
 
 
 def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, deadline: float = DEADLINE_S,
-                     sandboxed: bool = True, caps: cgroups.Plan | None = None, uid: int | None = None) -> dict:
+                     sandboxed: bool = True, caps: cgroups.Plan | None = None, uid: int | None = None,
+                     max_bytes: int = MAX_SUBMISSION_BYTES) -> dict:
     """Grade one file; never raises: a file that cannot be run gets 0 points and a reason.
+
+    The file is read with :func:`read_submission` (at most ``max_bytes``, parsed under a memory cap).
 
     ``uid`` is the submission's own uid when the caller leased it (as root); without one the sandbox
     leases its own.
@@ -300,7 +427,7 @@ def grade_submission(plan: dict, path: Path, timeout: float = CELL_TIMEOUT_S, de
         result["points"][test["grade_id"]] = 0
     runner = None
     try:
-        notebook = read_submission(path)
+        notebook = read_submission(path, max_bytes)
         cells, notes = submitted_cells(notebook, plan)
         result["notes"].extend(notes)
         runner = Runner(cells, timeout, deadline, sandboxed, caps, uid)
@@ -366,57 +493,129 @@ def normalised_name(text: str) -> str:
     return unicodedata.normalize("NFKC", "".join(c for c in text if unicodedata.category(c) != "Cf"))
 
 
-def shown_name(text: str) -> str:
-    """A name with its invisible characters shown as ``<U+200B>``, so that look-alike names show apart."""
-    return "".join(f"<U+{ord(c):04X}>" if unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp") else c
-                   for c in text)
+def name_looks(text: str) -> set[str]:
+    """The forms in which two names are the same to a reader: normalised and case-folded, or shown and case-folded.
 
-
-def submissions_in(folder: Path) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Every notebook under ``folder``, at any depth, and every other file with the reason it is skipped.
-
-    A notebook is a file whose name ends in ``.ipynb`` in any case. Its student is the file's name
-    without the suffix when it sits in ``folder`` itself, else the name of the top folder it sits in
-    (one folder per student), in its :func:`normalised_name`. Two files of one student (also two whose
-    names only look the same: ``dup`` and ``dup`` with a zero-width space) are both kept, each on its
-    own row named by its path with its invisible characters shown (:func:`shown_name`), and marked as a
-    collision: nothing is merged or overwritten.
+    ``ann``, ``Ann``, ``ａｎｎ`` (full-width) and ``a<U+200B>nn`` share the first; a name holding an
+    escape character and one holding the text ``\\x1b`` in its place share the second (both show as
+    ``\\x1b``: :func:`~tools.homework.safe_text.visible`).
     """
-    found: list[dict] = []
+    return {normalised_name(text).casefold(), unicodedata.normalize("NFKC", visible(text, NAME_LIMIT)).casefold()}
+
+
+def _walk(folder: Path, max_bytes: int) -> tuple[list[tuple[str, Path]], list[tuple[str, str]]]:
+    """Every regular file under ``folder`` that may be a submission, and what is skipped with the reason.
+
+    Iterative, never following a symbolic link, at most ``MAX_DEPTH`` folders down and ``MAX_ENTRIES``
+    entries in all; each entry is measured (``lstat``) before anything reads it, so a sparse file of
+    many GiB or a named pipe costs nothing.
+    """
+    files: list[tuple[str, Path]] = []
     skipped: list[tuple[str, str]] = []
-    for path in sorted((p for p in folder.rglob("*") if p.is_file() or p.is_symlink()),
-                       key=lambda p: p.relative_to(folder).as_posix()):
-        relative = path.relative_to(folder).as_posix()
-        if any(part == ".ipynb_checkpoints" for part in path.relative_to(folder).parts):
-            skipped.append((relative, "a Jupyter checkpoint, not a submission"))
-        elif path.is_symlink():
-            skipped.append((relative, "a symbolic link; submit the notebook itself"))
-        elif not path.name.lower().endswith(".ipynb"):
-            skipped.append((relative, "not a notebook (.ipynb)"))
-        else:
-            parts = path.relative_to(folder).parts
-            written = path.name[: -len(".ipynb")] if len(parts) == 1 else parts[0]
-            found.append({"student": normalised_name(written), "written": written, "path": path,
-                          "relative": relative})
-    groups: dict[str, list[dict]] = {}
-    for item in found:
-        groups.setdefault(item["student"], []).append(item)
-    for item in found:
-        group = groups[item["student"]]
-        item["collision"] = [shown_name(other["relative"]) for other in group] if len(group) > 1 else []
+    seen = 0
+    pending = [(folder, "", 0)]
+    while pending:
+        directory, prefix, depth = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = list(listing)
+        except OSError as error:
+            skipped.append((prefix or ".", f"a folder that cannot be read ({error.strerror})"))
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                skipped.append((prefix or ".", f"the submissions folder holds more than {MAX_ENTRIES} files and "
+                                "folders; the rest was not searched"))
+                return files, skipped
+            relative = f"{prefix}{entry.name}"
+            try:
+                mode = entry.stat(follow_symlinks=False)
+            except OSError as error:
+                skipped.append((relative, f"cannot be read ({error.strerror})"))
+                continue
+            if ".ipynb_checkpoints" in relative.split("/"):
+                if stat.S_ISDIR(mode.st_mode) and depth < MAX_DEPTH:
+                    pending.append((Path(entry.path), f"{relative}/", depth + 1))
+                elif not stat.S_ISDIR(mode.st_mode):
+                    skipped.append((relative, "a Jupyter checkpoint, not a submission"))
+            elif stat.S_ISLNK(mode.st_mode):
+                skipped.append((relative, "a symbolic link; submit the notebook itself"))
+            elif stat.S_ISDIR(mode.st_mode):
+                if depth + 1 > MAX_DEPTH:
+                    skipped.append((f"{relative}/", f"a folder more than {MAX_DEPTH} levels down; not searched"))
+                else:
+                    pending.append((Path(entry.path), f"{relative}/", depth + 1))
+            elif not stat.S_ISREG(mode.st_mode):
+                skipped.append((relative, "not a regular file (a named pipe, socket or device); submit the "
+                                "notebook itself"))
+            elif not entry.name.lower().endswith(".ipynb"):
+                skipped.append((relative, "not a notebook (.ipynb)"))
+            elif mode.st_size > max_bytes:
+                skipped.append((relative, too_large(mode.st_size, max_bytes)))
+            else:
+                files.append((relative, Path(entry.path)))
+    return files, skipped
+
+
+def submissions_in(folder: Path, max_bytes: int = MAX_SUBMISSION_BYTES) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Every notebook under ``folder`` (:func:`_walk`), and every other file with the reason it is skipped.
+
+    A notebook is a regular file whose name ends in ``.ipynb`` in any case, of at most ``max_bytes``.
+    Its student is the file's name without the suffix when it sits in ``folder`` itself, else the name
+    of the top folder it sits in (one folder per student), shown as written but made visible
+    (:func:`~tools.homework.safe_text.visible`). Each notebook gets a key (its place in the sorted
+    list and a hash of its path: :func:`~tools.homework.reports.submission_key`) and its feedback file's
+    name from the key. Two files of one student, or of students whose names look the same
+    (:func:`name_looks`: ``dup`` and ``dup`` with a zero-width space, ``Ann`` and ``ann``), are all
+    kept, each on its own row named by its path, and marked as a collision: nothing is merged or
+    overwritten.
+    """
+    files, skipped = _walk(folder, max_bytes)
+    files.sort(key=lambda item: item[0])
+    skipped.sort(key=lambda item: item[0])
+    found: list[dict] = []
+    for index, (relative, path) in enumerate(files):
+        parts = relative.split("/")
+        written = parts[0][: -len(".ipynb")] if len(parts) == 1 else parts[0]
+        key = submission_key(index, relative)
+        found.append({"written": written, "student": visible(written, NAME_LIMIT), "path": path,
+                      "relative": relative, "key": key, "feedback_file": feedback_name(key, written)})
+    owner: dict[str, int] = {}  # a look -> the first submission seen with it; groups joined through shared looks
+    parent = list(range(len(found)))
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    for index, item in enumerate(found):
+        for look in name_looks(item["written"]):
+            if look in owner:
+                parent[root(index)] = root(owner[look])
+            else:
+                owner[look] = index
+    groups: dict[int, list[dict]] = {}
+    for index, item in enumerate(found):
+        groups.setdefault(root(index), []).append(item)
+    for index, item in enumerate(found):
+        group = groups[root(index)]
+        item["collision"] = [visible(other["relative"], NAME_LIMIT) for other in group] if len(group) > 1 else []
         item["look_alike"] = len({other["written"] for other in group}) > 1
-        item["row"] = shown_name(item["relative"]) if item["collision"] else item["student"]
+        item["group_name"] = visible(normalised_name(group[0]["written"]), NAME_LIMIT)
+        item["row"] = visible(item["relative"], NAME_LIMIT) if item["collision"] else item["student"]
     return found, skipped
 
 
 def _worker(connection, plan: dict, path: Path, timeout: float, deadline: float, sandboxed: bool,
-            caps: cgroups.Plan | None, uid: int | None):
+            caps: cgroups.Plan | None, uid: int | None, max_bytes: int):
     """The body of one grading process: grade a file, send the result back, exit."""
     def stop(signum, frame):  # the parent's SIGTERM: unwind, so that the sandbox is stopped
         raise SystemExit(f"stopped by signal {signum}")
 
     signal.signal(signal.SIGTERM, stop)
-    result = grade_submission(plan, path, timeout, deadline, sandboxed, caps, uid)
+    result = grade_submission(plan, path, timeout, deadline, sandboxed, caps, uid, max_bytes)
     connection.send(result)
     connection.close()
 
@@ -440,7 +639,8 @@ def _after_worker(result: dict, lease: traces.Lease | None) -> dict:
 
 
 def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, deadline: float,
-                     sandboxed: bool = True, caps: cgroups.Plan | None = None) -> list[dict]:
+                     sandboxed: bool = True, caps: cgroups.Plan | None = None,
+                     max_bytes: int = MAX_SUBMISSION_BYTES) -> list[dict]:
     """Grade each file in its own forked process, ``jobs`` at once, each with a sandbox of its own.
 
     As root, each submission's uid is leased here, in the parent, and checked here once its worker has
@@ -460,7 +660,7 @@ def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, d
             lease = traces.lease_uid() if sandboxed and os.geteuid() == 0 else None
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_worker, daemon=True, args=(
-                send, plan, path, timeout, deadline, sandboxed, caps, lease.uid if lease else None))
+                send, plan, path, timeout, deadline, sandboxed, caps, lease.uid if lease else None, max_bytes))
             process.start()
             send.close()  # the worker holds the only sending end: its exit makes the connection readable
             running[receive] = (index, process, time.monotonic(), lease)
@@ -489,13 +689,16 @@ def grade_in_workers(plan: dict, paths: list[Path], timeout: float, jobs: int, d
 
 
 def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CELL_TIMEOUT_S, jobs: int = 2,
-          deadline: float = DEADLINE_S, sandboxed: bool = True,
-          memory_bytes: int = cgroups.MEMORY_BYTES) -> tuple[list[dict], list[tuple[str, str]]]:
+          deadline: float = DEADLINE_S, sandboxed: bool = True, memory_bytes: int = cgroups.MEMORY_BYTES,
+          max_bytes: int = MAX_SUBMISSION_BYTES) -> tuple[list[dict], list[tuple[str, str]]]:
     """Grade every submission in a folder; write ``grades.csv``, ``feedback/`` and ``skipped.csv`` to ``out``.
 
     ``memory_bytes`` caps each sandbox, all its processes together (:mod:`tools.homework.cgroups`);
     grading refuses to start when ``jobs`` sandboxes at that cap could exceed the machine's memory.
-    Returns the results (one per notebook, ``row`` names its CSV row) and the skipped files.
+    ``max_bytes`` caps each submitted file (a larger one is skipped, with the reason). ``out/feedback``
+    must be new or empty: feedback files are never overwritten. Each output file is written on its
+    own (:func:`write_outputs`). Returns the results (one per notebook, ``student`` names its CSV row
+    and ``key`` its feedback file) and the skipped files.
     """
     plan = grading_plan(homework_name)
     if not submissions.is_dir():
@@ -507,6 +710,12 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
         raise HomeworkError(f"jobs must be a positive integer, got {jobs!r}")
     if isinstance(memory_bytes, bool) or not isinstance(memory_bytes, int) or memory_bytes <= 0:
         raise HomeworkError(f"memory must be a positive number of bytes, got {memory_bytes!r}")
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise HomeworkError(f"max-size must be a positive number of bytes, got {max_bytes!r}")
+    feedback = out / "feedback"
+    if feedback.is_dir() and any(feedback.iterdir()):
+        raise HomeworkError(f"out: {feedback} holds the feedback of an earlier run, which grading never overwrites: "
+                            "move it away, or grade into another folder")
     if sandboxed and os.geteuid() == 0:
         try:
             traces.uid_range()
@@ -524,7 +733,7 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
                                 f"the grader's own {cgroups.GRADER_RESERVE_BYTES / 1024 ** 3:g} GiB, could take "
                                 f"{needed / 1024 ** 3:.1f} GiB, more than this machine's {machine / 1024 ** 3:.1f} "
                                 "GiB: lower --jobs or --memory")
-    found, skipped = submissions_in(submissions)
+    found, skipped = submissions_in(submissions, max_bytes)
     if not found:
         listed = f" ({len(skipped)} other file(s) skipped: {skipped[0][0]}: {skipped[0][1]}...)" if skipped else ""
         raise HomeworkError(f"submissions: no notebook (*.ipynb) in {submissions}{listed}")
@@ -542,17 +751,18 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
               f"instead of --jobs {jobs} (as root each submission has a uid of its own)", file=sys.stderr)
         jobs = 1
     out.mkdir(parents=True, exist_ok=True)
-    results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps)
-    names = feedback_names([item["row"] for item in found])
+    results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps,
+                               max_bytes)
     for item, result in zip(found, results):
         result["student"] = item["row"]
-        result["file"] = shown_name(item["relative"])
-        result["feedback_file"] = names[item["row"]]
+        result["file"] = visible(item["relative"], NAME_LIMIT)
+        result["key"] = item["key"]
+        result["collision"] = item["collision"]
         for test in plan["hidden"]:
             result["points"].setdefault(test["grade_id"], 0)
         if item["collision"]:
             alike = " whose names look the same (after Unicode normalisation)" if item["look_alike"] else ""
-            note = (f"name collision: {len(item['collision'])} submissions{alike} for {item['student']} "
+            note = (f"name collision: {len(item['collision'])} submissions{alike} for {item['group_name']} "
                     f"({', '.join(item['collision'])}); each is graded on its own row")
             result["reason"] = f"{note}; {result['reason']}"
             if item["look_alike"]:  # maybe someone else's file: the feedback does not name it
@@ -561,10 +771,33 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
             result["notes"].append(note)
         result["total"] = sum(result["points"].values())
         result["max_total"] = sum(test["points"] for test in plan["hidden"])
-    write_csv(out / "grades.csv", plan, results)
-    write_skipped(out / "skipped.csv", skipped)
-    feedback = out / "feedback"
-    feedback.mkdir(exist_ok=True)
-    for result in results:
-        (feedback / result["feedback_file"]).write_text(feedback_markdown(plan, result), encoding="utf-8")
+    write_outputs(out, plan, found, results, skipped)
     return results, skipped
+
+
+def write_outputs(out: Path, plan: dict, found: list[dict], results: list[dict],
+                  skipped: list[tuple[str, str]]) -> None:
+    """Each student's feedback file, then ``grades.csv`` and ``skipped.csv``, each written on its own.
+
+    A feedback file that cannot be made or written (a full disk, a name taken) is said in that
+    student's ``feedback`` column; a CSV file that cannot be written is said on stderr. Neither stops
+    the rest.
+    """
+    feedback = out / "feedback"
+    try:
+        feedback.mkdir(exist_ok=True)
+        folder_error = ""
+    except OSError as error:
+        folder_error = f"not written: {type(error).__name__}: {visible(error.strerror or str(error), NAME_LIMIT)}"
+    for item, result in zip(found, results):
+        try:
+            failed = folder_error or write_feedback(feedback, item["feedback_file"], feedback_markdown(plan, result))
+        except Exception as error:  # a fault of the grader's own on one student: that row says it
+            failed = f"not written: {type(error).__name__}: {one_line(visible(str(error)), 200)}"
+        result["feedback_file"], result["feedback_error"] = item["feedback_file"], failed
+    for name, write in (("grades.csv", lambda path: write_csv(path, plan, results)),
+                        ("skipped.csv", lambda path: write_skipped(path, skipped))):
+        try:
+            write(out / name)
+        except OSError as error:
+            print(f"homework: could not write {out / name}: {error.strerror or error}", file=sys.stderr)
