@@ -76,7 +76,7 @@ def test_the_sample_folder_holds_every_kind_of_submission():
 def test_csv_has_a_column_per_question_then_total_max_and_reason(graded):
     _, rows, _ = graded
     first = next(iter(rows.values()))
-    assert list(first) == ["student", *QUESTIONS, "total", "max", "reason", "cleanup"]
+    assert list(first) == ["student", "key", *QUESTIONS, "total", "max", "reason", "cleanup", "feedback"]
     assert sorted(rows) == sorted(EXPECTED)
 
 
@@ -94,29 +94,30 @@ def test_each_submission_gets_its_expected_points_and_reason(graded, student):
 @pytest.mark.parametrize("student", sorted(EXPECTED))
 def test_each_student_gets_a_feedback_file_with_the_score(graded, student):
     out, rows, _ = graded
-    text = (out / "feedback" / f"{student}.md").read_text(encoding="utf-8")
-    assert text.startswith(f"# Feedback: {HOMEWORK} for {student}\n\n**Score: {rows[student]['total']} / 10**")
+    assert rows[student]["feedback"] == f"{rows[student]['key']}-{student}.md"
+    text = (out / "feedback" / rows[student]["feedback"]).read_text(encoding="utf-8")
+    assert text.startswith(f"# Feedback: {HOMEWORK} for `{student}`\n\n**Score: {rows[student]['total']} / 10**")
     assert "Traceback" not in text and "BEGIN HIDDEN" not in text
 
 
 def test_feedback_repeats_what_the_checks_said_about_a_wrong_answer(graded):
-    out, _, _ = graded
-    text = (out / "feedback" / "partly_wrong.md").read_text(encoding="utf-8")
+    out, rows, _ = graded
+    text = (out / "feedback" / rows["partly_wrong"]["feedback"]).read_text(encoding="utf-8")
     assert "| softmax-stable | 0 / 1 | failed |" in text
     assert "off by the scaling factor: divide the scores Q K^T by sqrt(d_k) = 2" in text
     assert "`AssertionError: my_softmax: NaN or inf for logits of ±10000 (subtract the row maximum before exp)" in text
 
 
 def test_feedback_of_an_unfinished_notebook_says_not_done_yet(graded):
-    out, _, _ = graded
-    text = (out / "feedback" / "blank.md").read_text(encoding="utf-8")
+    out, rows, _ = graded
+    text = (out / "feedback" / rows["blank"]["feedback"]).read_text(encoding="utf-8")
     assert "not done yet (it still raises NotImplementedError)" in text
     assert "answer_a12: not done yet (set it to your number)" in text
 
 
 def test_feedback_of_an_invalid_file_explains_the_zero(graded):
-    out, _, _ = graded
-    text = (out / "feedback" / "invalid_json.md").read_text(encoding="utf-8")
+    out, rows, _ = graded
+    text = (out / "feedback" / rows["invalid_json"]["feedback"]).read_text(encoding="utf-8")
     assert "Your notebook could not be graded: not a valid notebook: the file is not valid JSON" in text
 
 
@@ -226,7 +227,7 @@ def test_a_worker_that_dies_still_gives_a_row(monkeypatch):
 
 
 def test_a_worker_past_its_deadline_is_stopped_and_the_next_one_still_runs(monkeypatch):
-    def hang_for_correct(plan, path, timeout, deadline, sandboxed, caps, uid):
+    def hang_for_correct(plan, path, timeout, deadline, sandboxed, caps, uid, max_bytes):
         if path.stem == "correct":
             time.sleep(600)
         return {"student": path.stem, "points": {}, "feedback": [], "notes": [], "status": "graded",
@@ -357,6 +358,7 @@ def test_wrong_answers_to_the_transformers_that_learn_homework_fail_their_hidden
     results, _ = grading.grade(LEARN, tmp_path, tmp_path / "out", timeout=10, jobs=2)
     got = {r["student"]: [r["points"][q] for q in LEARN_QUESTIONS] for r in results}
     assert got == {student: points for student, (_, points) in LEARN_EXPECTED.items()}, got
-    feedback = (tmp_path / "out" / "feedback" / "no_x_hat_term.md").read_text(encoding="utf-8")
+    [wrong] = [r for r in results if r["student"] == "no_x_hat_term"]
+    feedback = (tmp_path / "out" / "feedback" / wrong["feedback_file"]).read_text(encoding="utf-8")
     assert "the term -x_hat * mean(g * x_hat) is missing" in feedback
     assert "a row of dx is not orthogonal to x_hat" in feedback

@@ -65,9 +65,9 @@ EXPECTED = {
                           "attention-heads-and-stability)"]),
     "memory_hog": (10, ["all 8 hidden tests passed"]),
     "zwsp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode normalisation) "
-                        "for zwsp (zwsp.ipynb, zw<U+200B>sp.ipynb)"]),
-    "zw<U+200B>sp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode "
-                                "normalisation) for zwsp (zwsp.ipynb, zw<U+200B>sp.ipynb)"]),
+                        "for zwsp (zwsp.ipynb, zw\\u200bsp.ipynb)"]),
+    "zw\\u200bsp.ipynb": (10, ["name collision: 2 submissions whose names look the same (after Unicode "
+                              "normalisation) for zwsp (zwsp.ipynb, zw\\u200bsp.ipynb)"]),
 }
 MEMORY_CAP_NOTE = f"the submission's processes together reached the sandbox's memory cap ({ROOT_MEMORY_GIB} GiB)"
 
@@ -157,7 +157,9 @@ def attacked(request, unprivileged):
 
 
 def feedback_texts(attacked) -> dict[str, str]:
-    return {p.name: p.read_text(encoding="utf-8") for p in (attacked["out"] / "feedback").iterdir()}
+    """Each row's feedback file, by the row's name (grades.csv names the file)."""
+    return {name: (attacked["out"] / "feedback" / found["feedback"]).read_text(encoding="utf-8")
+            for name, found in attacked["rows"].items()}
 
 
 def row(attacked, name: str) -> dict:
@@ -215,7 +217,7 @@ def test_no_submission_was_changed_on_disk(attacked):
 
 def test_the_leaking_student_saw_nothing_to_leak(attacked):
     """The attack ran (its messages are in its feedback) and found no canary, no grader, no source, no notebook."""
-    text = feedback_texts(attacked)["leaks.md"]
+    text = feedback_texts(attacked)["leaks"]
     assert "my_softmax raised ValueError: LEAK canary={} n_env=" in text, text
     # the only other process it sees is the sandbox's PID 1, whose command line is the driver's
     others = text.split("others=[", 1)[1].split("]", 1)[0]
@@ -228,8 +230,8 @@ def test_nothing_secret_reaches_any_feedback(attacked):
     hidden_lines = [line.strip() for test in grading.grading_plan(HOMEWORK)["hidden"]
                     for line in test["source"].splitlines() if len(line.strip()) > 25]
     others = {p.name for p in attacked["folder"].rglob("*.ipynb")}
-    own = {"dup.ipynb.md": ["dup.ipynb", "dup/hw.ipynb"], "dup_hw.ipynb.md": ["dup.ipynb", "dup/hw.ipynb"],
-           "zwsp.ipynb.md": ["zwsp.ipynb"]}  # the student's own files, named by the collision
+    own = {"dup.ipynb": ["dup.ipynb", "dup/hw.ipynb"], "dup/hw.ipynb": ["dup.ipynb", "dup/hw.ipynb"],
+           "zwsp.ipynb": ["zwsp.ipynb"]}  # the student's own files, named by the collision
     for name, text in feedback_texts(attacked).items():
         for mine in own.get(name, []):
             text = text.replace(mine, "")
@@ -248,14 +250,17 @@ def test_a_formula_as_a_name_is_escaped_in_the_csv(attacked):
 def test_colliding_names_get_rows_and_feedback_files_of_their_own(attacked):
     names = sorted(feedback_texts(attacked))
     dup = [n for n in names if n.startswith("dup")]
-    assert dup == ["dup-2.md", "dup.ipynb.md", "dup_hw.ipynb.md"], names
-    assert "for dup/hw.ipynb" in feedback_texts(attacked)["dup_hw.ipynb.md"]
+    assert dup == ["dup-2", "dup.ipynb", "dup/hw.ipynb"], names
+    assert "for `dup/hw.ipynb`" in feedback_texts(attacked)["dup/hw.ipynb"]
+    files = [found["feedback"] for found in attacked["rows"].values()]
+    assert len(set(files)) == len(files)
+    assert sorted(p.name for p in (attacked["out"] / "feedback").iterdir()) == sorted(files)
 
 
 def test_skipped_files_are_listed_with_the_reason(attacked):
     assert "skipped notes.txt: not a notebook (.ipynb)" in attacked["stdout"]
     listed = (attacked["out"] / "skipped.csv").read_text(encoding="utf-8").splitlines()
-    assert listed == ["file,reason", "notes.txt,not a notebook (.ipynb)"]
+    assert listed == ['"file","reason"', '"notes.txt","not a notebook (.ipynb)"']
 
 
 def test_the_grader_says_how_each_sandbox_is_capped(attacked):
@@ -280,18 +285,18 @@ def test_no_sandbox_uid_holds_a_key_after_grading(attacked):
 
 
 def test_the_keyring_reader_found_nothing_because_every_key_call_was_refused(attacked):
-    text = feedback_texts(attacked)["keyring_2_reader.md"]
+    text = feedback_texts(attacked)["keyring_2_reader"]
     assert ("found nothing: [('persistent', 'EPERM'), ('session', 'EPERM'), ('user', 'EPERM'), "
             "('user-session', 'EPERM')]") in text, text
 
 
 def test_no_submission_can_make_a_user_namespace(attacked):
-    text = feedback_texts(attacked)["nested_userns.md"]
+    text = feedback_texts(attacked)["nested_userns"]
     assert "USERNS unshare: EPERM; unshare -Ur: exit 1 unshare: unshare failed: Operation not permitted" in text, text
 
 
 def test_names_that_look_the_same_are_shown_apart(attacked):
     """A zero-width space makes a second name that looks like the first: both rows, the invisible one shown."""
-    assert {"zwsp.ipynb", "zw<U+200B>sp.ipynb"} <= set(attacked["rows"])
+    assert {"zwsp.ipynb", "zw\\u200bsp.ipynb"} <= set(attacked["rows"])
     assert "zwsp" not in attacked["rows"] and not [name for name in attacked["rows"] if "\u200b" in name]
-    assert "zw<U+200B>sp.ipynb: 10 / 10" in attacked["stdout"]
+    assert "zw\\u200bsp.ipynb: 10 / 10" in attacked["stdout"]

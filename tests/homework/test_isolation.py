@@ -335,4 +335,5 @@ def test_what_had_to_be_cleaned_is_marked_in_the_csv_and_the_feedback(tmp_path, 
         [row] = list(csv.DictReader(handle))
     assert row["cleanup"] == "1 process(es) still running"
     note = "the sandbox left something on the grading machine, which was removed: 1 process(es) still running"
-    assert note in row["reason"] and note in (tmp_path / "out" / "feedback" / "ann.md").read_text(encoding="utf-8")
+    assert note in row["reason"]
+    assert note in (tmp_path / "out" / "feedback" / row["feedback"]).read_text(encoding="utf-8")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -241,10 +242,15 @@ def test_a_folder_without_notebooks_is_an_error(tmp_path, capsys):
     assert "submissions: no notebook (*.ipynb) in" in said and "readme.txt: not a notebook (.ipynb)" in said
 
 
-@pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"])
+@pytest.mark.parametrize("text", ["=1+1", "+1", "-1", "@SUM(A1)", " =1+1"])
 def test_spreadsheet_triggers_are_quoted(text):
     assert reports.spreadsheet_safe(text) == "'" + text
     assert reports.spreadsheet_safe("alice") == "alice"
+
+
+@pytest.mark.parametrize(("text", "shown"), [("\tx", "\\tx"), ("\rx", "\\rx"), ("\t=1", "\\t=1")])
+def test_tabs_and_carriage_returns_in_a_cell_are_written_out(text, shown):
+    assert reports.spreadsheet_safe(text) == shown
 
 
 def test_notebooks_are_found_at_any_depth_and_in_any_case(tmp_path):
@@ -259,19 +265,24 @@ def test_notebooks_are_found_at_any_depth_and_in_any_case(tmp_path):
                        ("x.py", "not a notebook (.ipynb)")]
 
 
-def test_names_are_normalised_and_names_that_only_look_the_same_are_kept_apart(tmp_path):
+def test_names_are_shown_as_written_and_names_that_only_look_the_same_are_kept_apart(tmp_path):
     for name in ("ann.ipynb", "a\u200bnn.ipynb", "\uff42\uff4f\uff42.ipynb", "carol.ipynb"):  # ｂｏｂ: full-width
         (tmp_path / name).write_text("{}", encoding="utf-8")
     found, _ = grading.submissions_in(tmp_path)
     assert [(item["student"], item["row"], item["look_alike"]) for item in found] == [
-        ("ann", "ann.ipynb", True), ("ann", "a<U+200B>nn.ipynb", True), ("carol", "carol", False), ("bob", "bob", False)]
-    assert found[0]["collision"] == found[1]["collision"] == ["ann.ipynb", "a<U+200B>nn.ipynb"]
+        ("ann", "ann.ipynb", True), ("a\\u200bnn", "a\\u200bnn.ipynb", True), ("carol", "carol", False),
+        ("\uff42\uff4f\uff42", "\uff42\uff4f\uff42", False)]
+    assert found[0]["collision"] == found[1]["collision"] == ["ann.ipynb", "a\\u200bnn.ipynb"]
+    assert found[0]["group_name"] == found[1]["group_name"] == "ann"
 
 
-def test_feedback_file_names_are_distinct_and_safe():
-    names = reports.feedback_names(["dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann", "ann", "../x"])
-    assert len(set(n.lower() for n in names.values())) == 6
-    assert all("/" not in name and not name.startswith(".") for name in names.values())
+def test_feedback_file_names_are_distinct_and_safe(tmp_path):
+    for relative in ("dup.ipynb", "dup/hw.ipynb", "dup_hw.ipynb", "Ann.ipynb", "ann.ipynb", "..x.ipynb"):
+        (tmp_path / relative).parent.mkdir(exist_ok=True)
+        (tmp_path / relative).write_text("{}", encoding="utf-8")
+    names = [item["feedback_file"] for item in grading.submissions_in(tmp_path)[0]]
+    assert len(set(n.lower() for n in names)) == 6
+    assert all(re.fullmatch(r"\d{4}-[0-9a-f]{8}(-[A-Za-z0-9_-]+)?\.md", name) for name in names), names
 
 
 def test_names_and_exceptions_with_control_characters_are_not_printed_raw(tmp_path, capsys):
@@ -280,7 +291,7 @@ def test_names_and_exceptions_with_control_characters_are_not_printed_raw(tmp_pa
     (folder / "evil\x1b[2J.ipynb").write_text("{}", encoding="utf-8")  # an escape code clears the screen
     assert cli.main(["grade", HOMEWORK, str(folder), str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
-    assert "\x1b" not in printed and printed.startswith("evil?[2J: 0 / 10  not a valid notebook")
+    assert "\x1b" not in printed and printed.startswith("evil\\x1b[2J: 0 / 10  not a valid notebook")
 
 
 def test_an_exception_class_with_an_odd_name_is_reported_as_an_exception():

@@ -194,7 +194,7 @@ def _parse_in_child(data: bytes) -> list[dict]:
     if timed_out:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    memory = f"more than {PARSE_MEMORY_BYTES / 1024 ** 3:g} GiB of memory"
+    memory = f"more than {PARSE_MEMORY_BYTES / 1024 ** 2:.0f} MiB of memory"
     if timed_out or os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
         raise HomeworkError(f"not a valid notebook: reading it took longer than {PARSE_SECONDS} s")
     try:

@@ -6,12 +6,13 @@ folders (any bytes but ``/`` and NUL, undecodable ones reaching Python as lone s
 such string passes through :func:`visible` on its way out, and then through the function for where it
 goes:
 
-- :func:`visible`: one line of printable text, cut to a length. Control and format characters
-  (Unicode categories Cc and Cf: escape sequences, newlines, bidirectional overrides, zero-width
-  spaces), lone surrogates, private-use and unassigned code points and the line and paragraph
-  separators are written out as Python writes them (``\\x1b``, ``\\n``, ``\\u202e``), a byte that is not
-  UTF-8 as ``\\xff``; what is cut says how much (``[... 812 more characters]``). The result encodes
-  as UTF-8 whatever came in, and a terminal shows it as it is;
+- :func:`visible`: one line of printable text (``str.isprintable``), cut to a length. Control and
+  format characters (Unicode categories Cc and Cf: escape sequences, newlines, bidirectional
+  overrides, zero-width spaces), lone surrogates, private-use and unassigned code points, the line and
+  paragraph separators and every space but the ASCII one (a no-break space looks like a space) are
+  written out as Python writes them (``\\x1b``, ``\\n``, ``\\u202e``), a byte that is not UTF-8 as
+  ``\\xff``; what is cut says how much (``[... 812 more characters]``). The result encodes as UTF-8
+  whatever came in, and a terminal shows it as it is;
 - :func:`spreadsheet_safe`: a CSV cell a spreadsheet program shows as text, not as a formula;
 - :func:`markdown_text`, :func:`markdown_code` and :func:`markdown_block`: running text, an inline code
   span and a fenced block of lines in Markdown, which no Markdown renderer turns into HTML, a link,
@@ -26,7 +27,7 @@ import unicodedata
 
 NAME_LIMIT = 200  # a file name, a folder, a row's name
 TEXT_LIMIT = 2000  # a reason, a message, a line of output
-ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})  # what str.isprintable refuses
 SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 # A spreadsheet reads a cell as a formula when it starts with one of these, and a program that splits
@@ -66,8 +67,8 @@ def visible(text: str | bytes, limit: int = TEXT_LIMIT) -> str:
     Returns
     -------
     str
-        Text with no character of the categories Cc, Cf, Cs, Co, Cn, Zl or Zp, which therefore
-        encodes as UTF-8.
+        Printable text (no character of the categories Cc, Cf, Cs, Co, Cn, Zl, Zp, nor Zs but the
+        space), which therefore encodes as UTF-8.
 
     Examples
     --------
@@ -87,7 +88,7 @@ def visible(text: str | bytes, limit: int = TEXT_LIMIT) -> str:
     pieces: list[str] = []
     used = 0
     for index, char in enumerate(text):
-        piece = _escape(char) if unicodedata.category(char) in ESCAPED_CATEGORIES else char
+        piece = _escape(char) if char != " " and unicodedata.category(char) in ESCAPED_CATEGORIES else char
         if used + len(piece) > limit:
             pieces.append(f"[... {len(text) - index} more characters]")
             break
