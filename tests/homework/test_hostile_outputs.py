@@ -17,6 +17,7 @@ notebook parsed under a memory and a time cap.
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import re
 import shutil
@@ -63,6 +64,8 @@ BROKEN = [  # not notebooks ({}): graded at once, no sandbox; what matters is th
     "mallory.ipynb", "MALLORY.ipynb", "\uff4d\uff41\uff4c\uff4c\uff4f\uff52\uff59.ipynb",  # look-alikes
     "eve\x1b.ipynb", "eve\\x1b.ipynb",  # shown the same: an escape character and its written-out form
     "bob.ipynb", "bob/hw.ipynb",  # one student twice
+    # "a b" and "a_b" were both a_b.md, the second then a_b-<sha1 of its name>.md, which a third name claimed first
+    "a b.ipynb", "a_b.ipynb", f"a_b-{hashlib.sha1(b'a_b').hexdigest()[:8]}.ipynb",
 ]
 SHOWN = {  # row -> the name grades.csv shows (made visible, then made safe for spreadsheets)
     b"bad_utf8_\xff\xfe.ipynb": "bad_utf8_\\xff\\xfe",
@@ -320,3 +323,12 @@ def test_a_file_is_measured_before_it_is_read(tmp_path):
         grading.read_submission(tmp_path / "sparse.ipynb")
     with pytest.raises(HomeworkError, match=r"^not a regular file"):
         grading.read_submission(tmp_path / "pipe.ipynb")
+
+
+def test_the_search_stops_after_its_cap_on_entries_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(grading, "MAX_ENTRIES", 5)
+    for index in range(8):
+        (tmp_path / f"s{index}.ipynb").write_text("{}", encoding="utf-8")
+    found, skipped = grading.submissions_in(tmp_path)
+    assert len(found) == 5
+    assert skipped == [(".", "the submissions folder holds more than 5 files and folders; the rest was not searched")]

@@ -21,6 +21,6 @@ grades. The modules, one job each:
   without an error. The sandbox's seccomp filter is :mod:`~tools.homework.seccomp`, its memory and
   process caps :mod:`~tools.homework.cgroups`, and :mod:`~tools.homework.traces` gives each submission a
   uid of its own and checks what the uid still owns after it. :mod:`~tools.homework.reports` writes the
-  grades and the feedback;
+  grades and the feedback, passing everything a submission controls through :mod:`~tools.homework.safe_text`;
 - :mod:`~tools.homework.cli`: the command line, ``python -m tools.homework`` (``make student``, ``make grade``).
 """

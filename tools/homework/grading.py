@@ -169,7 +169,7 @@ def _parse_in_child(data: bytes) -> list[dict]:
                 answer = {"cells": _parse(data)}
             except HomeworkError as error:
                 answer = {"reason": str(error)}
-            except (MemoryError, RecursionError):
+            except MemoryError:
                 answer = {"reason": "memory"}
             payload = json.dumps(answer).encode("utf-8", "surrogatepass")
             with os.fdopen(send, "wb") as pipe:
@@ -180,20 +180,19 @@ def _parse_in_child(data: bytes) -> list[dict]:
     os.close(send)
     chunks: list[bytes] = []
     stop = time.monotonic() + PARSE_SECONDS + 5
-    timed_out = False
-    with os.fdopen(receive, "rb", buffering=0) as pipe:
-        while True:
-            left = stop - time.monotonic()
-            if left <= 0 or not select.select([pipe], [], [], left)[0]:
-                timed_out = True
-                break
-            chunk = pipe.read(1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    if timed_out:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    timed_out = True  # until the child's answer is read to its end
+    try:
+        with os.fdopen(receive, "rb", buffering=0) as pipe:
+            while (left := stop - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
+                chunk = pipe.read(1 << 16)
+                if not chunk:
+                    timed_out = False
+                    break
+                chunks.append(chunk)
+    finally:  # also when the worker is stopped meanwhile: the child goes with it
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
     memory = f"more than {PARSE_MEMORY_BYTES / 1024 ** 2:.0f} MiB of memory"
     if timed_out or os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
         raise HomeworkError(f"not a valid notebook: reading it took longer than {PARSE_SECONDS} s")
@@ -735,7 +734,8 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
                                 "GiB: lower --jobs or --memory")
     found, skipped = submissions_in(submissions, max_bytes)
     if not found:
-        listed = f" ({len(skipped)} other file(s) skipped: {skipped[0][0]}: {skipped[0][1]}...)" if skipped else ""
+        first = f"{visible(skipped[0][0], NAME_LIMIT)}: {skipped[0][1]}" if skipped else ""
+        listed = f" ({len(skipped)} other file(s) skipped: {first}...)" if skipped else ""
         raise HomeworkError(f"submissions: no notebook (*.ipynb) in {submissions}{listed}")
     if sandboxed:
         try:
