@@ -29,6 +29,7 @@ TEXTS = st.text(st.one_of(st.characters(exclude_categories=()), st.sampled_from(
 NAMES = st.one_of(TEXTS, st.binary(max_size=120).map(os.fsdecode))  # a file name as os.fsdecode gives it
 MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])  # GitHub's additions too
 UNSAFE_CATEGORIES = {"Cc", "Cf", "Cs"}
+SETTINGS = settings(deadline=None, derandomize=True, database=None)  # as code/tests/conftest.py's profile
 
 
 def tokens(text: str) -> list:
@@ -95,6 +96,7 @@ def test_running_text_starts_no_block(text):
 # --- properties -----------------------------------------------------------------------------------
 
 
+@SETTINGS
 @given(TEXTS, st.integers(0, 400))
 def test_any_string_comes_out_as_utf8_with_no_control_or_format_character(text, limit):
     shown = visible(text, limit)
@@ -103,18 +105,21 @@ def test_any_string_comes_out_as_utf8_with_no_control_or_format_character(text, 
     assert len(shown) <= limit + len(f"[... {len(text)} more characters]")
 
 
+@SETTINGS
 @given(NAMES)
 def test_a_file_name_comes_out_as_utf8_and_printable(name):
     shown = visible(name, safe_text.NAME_LIMIT)
     assert shown.encode("utf-8").decode("utf-8") == shown and shown.isprintable()
 
 
+@SETTINGS
 @given(TEXTS)
 def test_printable_text_is_left_as_it_is(text):
     if text.isprintable() and len(text) <= safe_text.TEXT_LIMIT:
         assert visible(text) == text
 
 
+@SETTINGS
 @given(st.lists(st.tuples(NAMES, TEXTS), max_size=5))
 def test_csv_rows_read_back_as_exactly_the_sanitised_cells(tmp_path_factory, skipped):
     path = tmp_path_factory.mktemp("csv") / "skipped.csv"
@@ -130,6 +135,7 @@ def test_csv_rows_read_back_as_exactly_the_sanitised_cells(tmp_path_factory, ski
     assert path.read_text(encoding="utf-8").count('"') >= 2 * (2 + 2 * len(skipped))  # every cell quoted
 
 
+@SETTINGS
 @given(TEXTS)
 def test_a_cell_is_quoted_whatever_it_holds(text):
     buffer = io.StringIO()
@@ -138,6 +144,7 @@ def test_a_cell_is_quoted_whatever_it_holds(text):
         spreadsheet_safe(text)]
 
 
+@SETTINGS
 @given(TEXTS)
 def test_markdown_running_text_is_one_paragraph_of_the_sanitised_text(text):
     shown = visible(text).strip()
@@ -150,6 +157,7 @@ def test_markdown_running_text_is_one_paragraph_of_the_sanitised_text(text):
     assert "".join(t.content for t in children).strip() == shown
 
 
+@SETTINGS
 @given(TEXTS)
 def test_a_markdown_code_span_shows_the_sanitised_text_exactly(text):
     shown = visible(text)
@@ -161,6 +169,7 @@ def test_a_markdown_code_span_shows_the_sanitised_text_exactly(text):
     assert found[3].content == shown
 
 
+@SETTINGS
 @given(st.lists(TEXTS, min_size=1, max_size=6))
 def test_a_fenced_block_holds_exactly_the_sanitised_lines(lines):
     found = tokens("\n".join(markdown_block(lines)) + "\n\nafter")
@@ -169,7 +178,7 @@ def test_a_fenced_block_holds_exactly_the_sanitised_lines(lines):
     assert [t.type for t in found[1:]] == ["paragraph_open", "inline", "text", "paragraph_close"]
 
 
-@settings(max_examples=200)
+@settings(SETTINGS, max_examples=200)
 @given(NAMES, TEXTS, TEXTS, TEXTS, st.booleans())
 def test_a_feedback_file_holds_no_raw_html_link_or_control_character(name, error, output, note, graded):
     plan = {"homework": "hw_masks"}
@@ -185,6 +194,7 @@ def test_a_feedback_file_holds_no_raw_html_link_or_control_character(name, error
     assert types.count("strong_open") == 1  # the grader's own: the score
 
 
+@SETTINGS
 @given(NAMES)
 def test_a_feedback_file_name_is_short_ascii_and_starts_with_the_key(name):
     file = reports.feedback_name("0007-3f2a9c1b", name)
