@@ -131,7 +131,10 @@ def flatten_deep(folder: Path) -> None:
     top = os.open(folder, os.O_RDONLY)
     level = os.open("deep", os.O_RDONLY, dir_fd=top)
     for index in range(1, DEPTH):
-        os.rename("d", f"flat-{index}", src_dir_fd=level, dst_dir_fd=top)
+        try:
+            os.rename("d", f"flat-{index}", src_dir_fd=level, dst_dir_fd=top)
+        except FileNotFoundError:  # a folder made only part of the way down
+            break
         os.close(level)
         level = os.open(f"flat-{index}", os.O_RDONLY, dir_fd=top)
     os.close(level)
@@ -146,25 +149,28 @@ def graded(request, unprivileged):
         pytest.skip("grading as root needs root")
     root = Path(tempfile.mkdtemp(prefix="attnbook-hostile-outputs-"))  # not under pytest's 0700 folder
     folder, out = root / "submissions", root / "out"
-    make_folder(folder)
-    command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder), str(out), "--jobs", "2"]
-    if as_user and os.geteuid() == 0:
-        os.chmod(root, 0o755)
-        os.chown(root, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-        command = unprivileged.command(command, root, UNPRIVILEGED_UID)
-    finished = subprocess.run([sys.executable, "-c", MEASURED, *command], capture_output=True,
-                              timeout=RUN_BOUND_S)
-    stdout, stderr = finished.stdout.decode("utf-8"), finished.stderr.decode("utf-8")
-    assert finished.returncode == 0, f"the grader failed:\n{stdout[-2000:]}\n{stderr[-3000:]}"
-    with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    with (out / "skipped.csv").open(encoding="utf-8", newline="") as handle:
-        skipped = {row["file"]: row["reason"] for row in csv.DictReader(handle)}
-    largest = int(re.search(r"largest process: (\d+) bytes", stderr)[1])
-    yield {"folder": folder, "out": out, "rows": rows, "by_name": {row["student"]: row for row in rows},
-           "skipped": skipped, "stdout": stdout, "stderr": stderr, "largest": largest}
-    flatten_deep(folder)
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        make_folder(folder)
+        command = [sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder), str(out), "--jobs", "2"]
+        if as_user and os.geteuid() == 0:
+            os.chmod(root, 0o755)
+            os.chown(root, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+            command = unprivileged.command(command, root, UNPRIVILEGED_UID)
+        finished = subprocess.run([sys.executable, "-c", MEASURED, *command], capture_output=True,
+                                  timeout=RUN_BOUND_S)
+        stdout, stderr = finished.stdout.decode("utf-8"), finished.stderr.decode("utf-8")
+        assert finished.returncode == 0, f"the grader failed:\n{stdout[-2000:]}\n{stderr[-3000:]}"
+        with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        with (out / "skipped.csv").open(encoding="utf-8", newline="") as handle:
+            skipped = {row["file"]: row["reason"] for row in csv.DictReader(handle)}
+        largest = int(re.search(r"largest process: (\d+) bytes", stderr)[1])
+        yield {"folder": folder, "out": out, "rows": rows, "by_name": {row["student"]: row for row in rows},
+               "skipped": skipped, "stdout": stdout, "stderr": stderr, "largest": largest}
+    finally:
+        if (folder / "deep").is_dir():
+            flatten_deep(folder)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def feedback(graded, name: str) -> str:
