@@ -20,7 +20,7 @@ from ..validation import check_positive_int
 
 __all__ = ["KneserNeyModel", "NGramModel", "count_of_counts_discounts", "fit_kneser_ney", "fit_ngram",
            "kneser_ney_bits_per_character", "kneser_ney_distribution", "ngram_bits_per_character",
-           "ngram_probability"]
+           "ngram_coverage", "ngram_probability"]
 
 
 class NGramModel(NamedTuple):
@@ -181,6 +181,35 @@ def ngram_bits_per_character(model: NGramModel, tokens) -> float:
     if len(tokens) < model.order:
         raise ValueError(f"tokens has {len(tokens)} ids; at least order = {model.order} are needed")
     return float(-np.mean(np.log2(probabilities(model, tokens))))
+
+
+def ngram_coverage(model: NGramModel, tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Which positions of ``tokens`` (from ``order - 1`` on) have a counted context, and a counted pair.
+
+    Parameters
+    ----------
+    model : NGramModel
+        A fitted model.
+    tokens : array_like of int
+        ``(N,)`` a text (usually held out).
+
+    Returns
+    -------
+    context_seen, pair_seen : ndarray of bool
+        ``(N - n + 1,)``: :math:`N(h) > 0` and :math:`N(h, c) > 0` at each position.
+
+    Examples
+    --------
+    >>> m = fit_ngram(np.array([0, 1, 0, 1]), 2, 3)
+    >>> [a.tolist() for a in ngram_coverage(m, [0, 1, 2, 2])]        # 0 -> 1 counted; 1 -> 2 not; 2 never a context
+    [[True, True, False], [True, False, False]]
+    """
+    tokens, _, _ = _checked(tokens, model.order, model.vocab_size)
+    if len(tokens) < model.order:
+        raise ValueError(f"tokens has {len(tokens)} ids; at least order = {model.order} are needed")
+    h = _contexts(tokens, model.order, model.vocab_size)  # (m,)
+    pair = _lookup(model.keys, model.counts, h * model.vocab_size + tokens[model.order - 1:])  # (m,)
+    return _lookup(model.context_keys, model.context_counts, h) > 0, pair > 0
 
 
 # --- interpolated modified Kneser–Ney --------------------------------------------------------------------
