@@ -106,7 +106,8 @@ def test_kneser_ney_agrees_with_nltk_given_its_one_discount_and_no_unigram_smoot
 
     train, held_out = splits()
     V, order, D = len(vocabulary()), 3, 0.75
-    text = train[_start_of(train, encode_chars("e ")):][:2000]  # (2000,): nltk counts followers at the text's start differently
+    # (2000,): a text that starts with a common bigram, since nltk counts the followers at the start differently
+    text = train[_start_of(train, encode_chars("e ")):][:2000]
     reference = KneserNeyInterpolated(order, discount=D)
     reference.fit([list(everygrams([str(t) for t in text], max_len=order))], [str(v) for v in range(V)])
     # nltk: one discount for every order and count, and unigrams by continuation count alone (no D, no uniform)
