@@ -11,7 +11,6 @@ from attnbook.text.ngram import (
     count_of_counts_discounts,
     fit_kneser_ney,
     fit_ngram,
-    kneser_ney_bits_per_character,
     kneser_ney_distribution,
     ngram_bits_per_character,
     ngram_coverage,
@@ -65,7 +64,7 @@ def test_kneser_ney_matches_the_recursion_computed_by_hand():
     assert kneser_ney_distribution(model, [0]) == pytest.approx([7 / 30, 11 / 15, 1 / 30], abs=1e-15)
     assert kneser_ney_distribution(model, [1]) == pytest.approx([11 / 15, 7 / 30, 1 / 30], abs=1e-15)
     assert kneser_ney_distribution(model, [1, 2]) == pytest.approx([7 / 15, 7 / 15, 1 / 15], abs=1e-15)
-    assert kneser_ney_bits_per_character(model, [0, 1, 2]) == pytest.approx(-np.log2([11 / 15, 1 / 30]).mean())
+    assert ngram_bits_per_character(model, [0, 1, 2]) == pytest.approx(-np.log2([11 / 15, 1 / 30]).mean())
 
 
 def test_kneser_ney_default_discounts_are_each_orders_count_of_counts_estimate():
@@ -92,7 +91,7 @@ def test_kneser_ney_distributions_sum_to_one_for_every_context(V, order, data):
     if len(context) >= order - 1:  # the bits read the same distribution
         c = data.draw(st.integers(0, V - 1))
         window = np.array(context[len(context) - order + 1:] if order > 1 else []).astype(int)
-        assert kneser_ney_bits_per_character(model, np.r_[window, c]) == pytest.approx(-np.log2(p[c]))
+        assert ngram_bits_per_character(model, np.r_[window, c]) == pytest.approx(-np.log2(p[c]))
 
 
 def _start_of(tokens: np.ndarray, bigram) -> int:
@@ -129,4 +128,4 @@ def test_kneser_ney_refusals():
     with pytest.raises(ValueError, match="context must be ids in 0 .. 1"):
         kneser_ney_distribution(model, [2])
     with pytest.raises(ValueError, match="at least order = 2"):
-        kneser_ney_bits_per_character(model, [0])
+        ngram_bits_per_character(model, [0])

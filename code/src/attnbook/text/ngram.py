@@ -1,8 +1,9 @@
-"""A character n-gram model with add-k smoothing: the baseline a language model has to beat.
+"""Character n-gram models, the baselines a language model has to beat: add-k and Kneser–Ney smoothing.
 
 .. math:: p(c \\mid h) = \\frac{N(h, c) + k}{N(h) + k V}
 
 with ``h`` the ``n - 1`` characters before (Lidstone's add-k smoothing); an unseen context gets ``1 / V``.
+Interpolated modified Kneser–Ney (:func:`fit_kneser_ney`) backs off to shorter contexts instead.
 
 >>> model = fit_ngram(np.array([0, 1, 0, 1, 0, 1]), order=2, vocab_size=2, k=0.5)
 >>> round(float(ngram_probability(model, [0], 1)), 4)                   # 3 of 3 zeros were followed by 1
@@ -19,8 +20,7 @@ import numpy as np
 from ..validation import check_positive_int
 
 __all__ = ["KneserNeyModel", "NGramModel", "count_of_counts_discounts", "fit_kneser_ney", "fit_ngram",
-           "kneser_ney_bits_per_character", "kneser_ney_distribution", "ngram_bits_per_character",
-           "ngram_coverage", "ngram_probability"]
+           "kneser_ney_distribution", "ngram_bits_per_character", "ngram_coverage", "ngram_probability"]
 
 
 class NGramModel(NamedTuple):
@@ -154,15 +154,15 @@ def ngram_probability(model: NGramModel, context, character: int) -> float:
     return float(probabilities(model, np.concatenate([tail, [int(character)]]))[0])
 
 
-def ngram_bits_per_character(model: NGramModel, tokens) -> float:
+def ngram_bits_per_character(model: NGramModel | KneserNeyModel, tokens) -> float:
     r"""Mean cross-entropy in bits of the characters of ``tokens`` from position ``order - 1`` on.
 
     .. math:: \text{bpc} = -\frac{1}{N - n + 1} \sum_{t \ge n - 1} \log_2 p(c_t \mid c_{t-n+1}, \dots, c_{t-1})
 
     Parameters
     ----------
-    model : NGramModel
-        A fitted model.
+    model : NGramModel or KneserNeyModel
+        A fitted model: add-k (:func:`fit_ngram`) or Kneser–Ney (:func:`fit_kneser_ney`).
     tokens : array_like of int
         ``(N,)`` a text (usually held out).
 
@@ -176,11 +176,23 @@ def ngram_bits_per_character(model: NGramModel, tokens) -> float:
     >>> m = fit_ngram(np.array([0, 1, 0, 1]), 2, 2, k=1.0)
     >>> round(ngram_bits_per_character(m, [0, 1, 0]), 4)                # mean of -log2(3/4), -log2(2/3)
     0.5
+    >>> kn = fit_kneser_ney(np.array([0, 1, 0, 1]), 2, 2, discounts=0.5)
+    >>> round(ngram_bits_per_character(kn, [0, 1, 1]), 4)               # mean of -log2(0.875), -log2(0.25)
+    1.0963
     """
+    tokens = _scored(model, tokens)
+    if isinstance(model, KneserNeyModel):
+        windows = np.lib.stride_tricks.sliding_window_view(tokens, model.order)  # (N - n + 1, n)
+        return float(-np.mean(np.log2(_kneser_ney(model, windows))))
+    return float(-np.mean(np.log2(probabilities(model, tokens))))
+
+
+def _scored(model, tokens) -> np.ndarray:
+    """``tokens`` checked against ``model``: ids of its vocabulary, at least ``order`` of them."""
     tokens, _, _ = _checked(tokens, model.order, model.vocab_size)
     if len(tokens) < model.order:
         raise ValueError(f"tokens has {len(tokens)} ids; at least order = {model.order} are needed")
-    return float(-np.mean(np.log2(probabilities(model, tokens))))
+    return tokens
 
 
 def ngram_coverage(model: NGramModel, tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -204,9 +216,7 @@ def ngram_coverage(model: NGramModel, tokens) -> tuple[np.ndarray, np.ndarray]:
     >>> [a.tolist() for a in ngram_coverage(m, [0, 1, 2, 2])]        # 0 -> 1 counted; 1 -> 2 not; 2 never a context
     [[True, True, False], [True, False, False]]
     """
-    tokens, _, _ = _checked(tokens, model.order, model.vocab_size)
-    if len(tokens) < model.order:
-        raise ValueError(f"tokens has {len(tokens)} ids; at least order = {model.order} are needed")
+    tokens = _scored(model, tokens)
     h = _contexts(tokens, model.order, model.vocab_size)  # (m,)
     pair = _lookup(model.keys, model.counts, h * model.vocab_size + tokens[model.order - 1:])  # (m,)
     return _lookup(model.context_keys, model.context_counts, h) > 0, pair > 0
@@ -409,32 +419,3 @@ def kneser_ney_distribution(model: KneserNeyModel, context) -> np.ndarray:
     windows = np.concatenate([np.broadcast_to(tail, (V, len(tail))), np.arange(V)[:, None]], axis=1)  # (V, m)
     return _kneser_ney(model, windows)  # (V,)
 
-
-def kneser_ney_bits_per_character(model: KneserNeyModel, tokens) -> float:
-    r"""Mean cross-entropy in bits of the characters of ``tokens`` from position ``order - 1`` on.
-
-    .. math:: \text{bpc} = -\frac{1}{N - n + 1} \sum_{t \ge n - 1} \log_2 p_n(c_t \mid c_{t-n+1}, \dots, c_{t-1})
-
-    Parameters
-    ----------
-    model : KneserNeyModel
-        A fitted model.
-    tokens : array_like of int
-        ``(N,)`` a text (usually held out).
-
-    Returns
-    -------
-    float
-        Bits per character.
-
-    Examples
-    --------
-    >>> m = fit_kneser_ney(np.array([0, 1, 0, 1]), 2, 2, discounts=0.5)
-    >>> round(kneser_ney_bits_per_character(m, [0, 1, 1]), 4)           # mean of -log2(0.875), -log2(0.25)
-    1.0963
-    """
-    tokens, _, _ = _checked(tokens, model.order, model.vocab_size)
-    if len(tokens) < model.order:
-        raise ValueError(f"tokens has {len(tokens)} ids; at least order = {model.order} are needed")
-    windows = np.lib.stride_tricks.sliding_window_view(tokens, model.order)  # (N - n + 1, n)
-    return float(-np.mean(np.log2(_kneser_ney(model, windows))))
