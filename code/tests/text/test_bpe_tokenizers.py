@@ -19,7 +19,7 @@ pytestmark = pytest.mark.tokenizers
 
 TEXT = shakespeare()
 TRAIN, HELD_OUT = TEXT[:TEXT.find("TWELFTH NIGHT")], TEXT[TEXT.find("TWELFTH NIGHT"):]  # as the chapter splits it
-N_MERGES = 2000
+N_MERGES = 8000  # the chapter's MAX_MERGES
 
 
 def hugging_face_bpe(text: str, n_merges: int):
