@@ -16,13 +16,17 @@ A translated message must keep its English's markup: the same roles with the sam
 ``{doc}`` or ``{ref}`` may say its text in the language, not point elsewhere), the same glued numbers,
 inline math, code and link targets. It must read as Taiwan writes: no Simplified character (OpenCC's ``s2tw`` conversion,
 character by character, leaves it unchanged) and none of the mainland words of ``locales/<language>/taiwan_usage.tsv``, except in
-Chinese the English itself quotes (the glossary gives the sources' Simplified terms). :mod:`tests.test_translations` holds every
-catalog to these rules.
+Chinese the English itself quotes (the glossary gives the sources' Simplified terms). It says one concept one way: the
+term list's word wherever the English says a term of two or more words, none of the other forms of a concept of
+``one_word.tsv`` and none of the calques of ``calques.tsv`` (a word in 「」 is named, not used), and no term said a second
+time in parentheses for its glossary link. The term list itself may use no Simplified character, mainland word or other
+form (:func:`term_list_problems`). :mod:`tests.test_translations` holds every catalog to these rules.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import subprocess
@@ -146,8 +150,13 @@ def _messages(po_bytes: bytes) -> list[str]:
 
 def _table(path: Path) -> list[list[str]]:
     """The rows of one of the language's tab-separated lists, without its comment lines and its header."""
+    return [list(row) for row in _rows(path, path.stat().st_mtime_ns)]
+
+
+@functools.lru_cache(maxsize=64)
+def _rows(path: Path, mtime: int) -> tuple[tuple[str, ...], ...]:  # read once per version: every message is checked against them
     rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
-    return rows[1:]
+    return tuple(tuple(row) for row in rows[1:])
 
 
 def terms(language: str = "zh_TW") -> dict[str, str]:
@@ -282,6 +291,74 @@ def taiwan_usage(language: str = "zh_TW") -> list[tuple[re.Pattern, str]]:
     return [(re.compile(mainland), taiwan) for mainland, taiwan in _table(LOCALES / language / "taiwan_usage.tsv")]
 
 
+def one_word(language: str = "zh_TW") -> list[tuple[str, re.Pattern, re.Pattern | None]]:
+    """Each concept of ``locales/<language>/one_word.tsv``: the book's word, a pattern of the other forms it does not
+    use, and the English in which another form is wrong (a pattern; None: in any English)."""
+    return [(word, re.compile(other), re.compile(english) if english else None)
+            for word, other, english in _table(LOCALES / language / "one_word.tsv")]
+
+
+def calques(language: str = "zh_TW") -> list[tuple[re.Pattern, re.Pattern | None, str]]:
+    """The calques of ``locales/<language>/calques.tsv`` (patterns), the English each copies (None: any) and what a
+    page says instead."""
+    return [(re.compile(calque), re.compile(english) if english else None, instead)
+            for calque, english, instead in _table(LOCALES / language / "calques.tsv")]
+
+
+_QUOTED = re.compile(r"「[^「」]*」")
+
+
+def _unquoted(pattern: re.Pattern, text: str, msgid: str) -> list[str]:
+    """The matches of ``pattern`` in ``text``, each with a few characters around it, but those the English ``msgid``
+    itself quotes and those in 「」, a word named, not used (the textbook says 「方差」).
+
+    >>> _unquoted(re.compile("方差"), "變異數（教科書說「方差」）；這裡的方差", "")
+    ['；這裡的方差']
+    """
+    quoted = [m.span() for m in _QUOTED.finditer(text)]
+    return [text[max(0, m.start() - 4):m.end() + 4].strip() for m in pattern.finditer(text)
+            if m[0] not in msgid and not any(start < m.start() and m.end() < end for start, end in quoted)]
+
+
+# a term link in parentheses right after the words it repeats (梯度幾乎消失（{term}`梯度消失 <Vanishing gradient>`）):
+# the term said twice so that the link has the term list's word
+_DOUBLED_TERM = re.compile(r"(?P<before>[^（(，。；：]{1,8})[（(]\{term\}`(?P<text>[^`<]+?)\s*<[^`>]+>`[）)]")
+
+
+def _doubled_terms(msgstr: str) -> list[str]:
+    """The term links of ``msgstr`` in parentheses after words that already say two of the term's characters in a row.
+
+    >>> _doubled_terms("梯度幾乎消失（{term}`梯度消失 <Vanishing gradient>`）"), _doubled_terms("難以學習（{term}`梯度消失 <Vanishing gradient>`）")
+    (['梯度幾乎消失（梯度消失）'], [])
+    """
+    found = []
+    for match in _DOUBLED_TERM.finditer(msgstr):
+        term = match["text"]
+        if any(term[i:i + 2] in match["before"] for i in range(len(term) - 1) if _CJK_RUN.fullmatch(term[i:i + 2])):
+            found.append(f"{match['before']}（{term}）")
+    return found
+
+
+def term_list_problems(language: str = "zh_TW") -> list[str]:
+    """What is wrong with the term list, ``locales/<language>/terms.tsv``: an entry in a Simplified character, a
+    mainland word (taiwan_usage.tsv) or another form of a concept than the book's word (one_word.tsv).
+
+    >>> term_list_problems()
+    []
+    """
+    found = []
+    for english, term in terms(language).items():
+        if simplified := simplified_characters(term):
+            found.append(f"{english}: {term} has Simplified characters {''.join(simplified)}")
+        for mainland, taiwan in taiwan_usage(language):
+            if mainland.search(term):
+                found.append(f"{english}: {term} is not Taiwan usage (Taiwan: {taiwan})")
+        for word, other, _ in one_word(language):
+            if other.search(term):
+                found.append(f"{english}: {term} uses another form of {word}, the book's word (one_word.tsv)")
+    return found
+
+
 def _literal_asterisks(text: str) -> int:
     """How many asterisks of the MyST ``text`` CommonMark shows as asterisks, not emphasis (an asterisk of math
     or code counts in the English and its translation alike).
@@ -341,7 +418,36 @@ def message_problems(msgid: str, msgstr: str) -> list[str]:
         for mainland, taiwan in taiwan_usage():
             if mainland.search(run):
                 found.append(f"not Taiwan usage: {mainland.pattern} in {run} (Taiwan: {taiwan})")
+    for word, other, when in one_word():
+        if when is None or when.search(msgid):
+            found += [f"two words for one concept: {form} (the book's word: {word})" for form in _unquoted(other, text, msgid)]
+    for calque, when, instead in calques():
+        if when is None or when.search(msgid):
+            found += [f"calque: {form} (say: {instead})" for form in _unquoted(calque, text, msgid)]
+    found += [f"term doubled in parentheses: {doubled} (say it once, as the link's text)" for doubled in _doubled_terms(msgstr)]
+    # the sources' own words, LaTeX and a message left in English (the copy check's) are as they are
+    if not _CJK_RUN.search(msgid) and not msgid.startswith("\n") and _CJK_RUN.search(msgstr):
+        found += [f"two words for one concept: the English says {english!r}, the translation not {term}"
+                  for english, term in _terms_said(msgid) if term.replace(" ", "").lower() not in msgstr.replace(" ", "").lower()]
     return found
+
+
+def _terms_said(msgid: str, language: str = "zh_TW") -> list[tuple[str, str]]:
+    """The term list's entries of two or more words (one word, such as *value* or *frame*, has other senses) that the
+    English ``msgid`` says, in the singular or plural, not after an adverb (*causally masked self-attention*), and each
+    one's term in the language.
+
+    >>> _terms_said("Beam search keeps the $B$ best prefixes; causally masked self-attention and two attention scores.")
+    [('Attention score', '注意力分數'), ('Beam search', '集束搜尋')]
+    """
+    said = []
+    for english, term in terms(language).items():
+        if len(english.split()) < 2 or " and " in english:
+            continue
+        words = re.escape(english.lower()).replace("normalisation", "normali[sz]ation")
+        if re.search(rf"(?<![\w-])(?<!ly ){words}(?:e?s)?(?![\w-])", msgid.lower()):
+            said.append((english, term))
+    return said
 
 
 def catalog_problems(path: Path) -> tuple[list[Problem], Counter]:
@@ -399,9 +505,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{counts['untranslated']} untranslated")
     print(f"all: {total['translated']} translated, {total['fuzzy']} fuzzy, {total['untranslated']} untranslated")
     if args.command == "check":
+        term_list = [f"{display_path(LOCALES / args.language / 'terms.tsv')}: {what}" for what in term_list_problems(args.language)]
         for problem in every:
             print(problem)
-        return 1 if every else 0
+        for what in term_list:
+            print(what)
+        return 1 if every or term_list else 0
     return 0
 
 
