@@ -232,13 +232,23 @@ def standard_normal_cdf(x: np.ndarray) -> np.ndarray:
     >>> print(np.round(standard_normal_cdf(np.array([-1.0, 0.0, 1.96])), 6))
     [0.158655 0.5      0.975002]
     """
-    z = np.abs(x) * x.dtype.type(1 / math.sqrt(2))  # (...,)
-    t = 1 / (1 + x.dtype.type(_ERFC_P) * z)  # (...,)
-    poly = np.zeros_like(t)  # (...,)
-    for a in _ERFC_A:
-        poly = (poly + x.dtype.type(a)) * t  # (...,): Horner, t (a_1 + t (a_2 + ...))
-    erf = 1 - poly * np.exp(-z * z)  # (...,): erf(|x| / sqrt 2)
-    return x.dtype.type(0.5) * (1 + np.copysign(erf, x))  # (...,)
+    real = x.dtype.type  # the constants in x's type: float32 stays float32
+    z = np.abs(x) * real(1 / math.sqrt(2))  # (...,)
+    t = real(_ERFC_P) * z  # (...,); in place from here on: this runs on every hidden unit of a layer
+    t += 1
+    np.reciprocal(t, out=t)  # (...,): t = 1 / (1 + p z)
+    poly = t * real(_ERFC_A[0])  # (...,)
+    for a in _ERFC_A[1:]:
+        poly += real(a)
+        poly *= t  # (...,): Horner, t (a_1 + t (a_2 + ...))
+    np.square(z, out=z)
+    np.negative(z, out=z)
+    poly *= np.exp(z, out=z)  # (...,): erfc(|x| / sqrt 2)
+    erf = np.subtract(1, poly, out=poly)  # (...,): erf(|x| / sqrt 2)
+    np.copysign(erf, x, out=erf)  # (...,): erf(x / sqrt 2)
+    erf += 1
+    erf *= real(0.5)
+    return erf  # (...,): Phi(x)
 
 
 def _gelu_arguments(x) -> tuple:
