@@ -27,9 +27,9 @@ It measures, in one run, side by side:
    code/tests/learning/models/test_gpt_torch.py) in float32, each in child processes of its own: on every
    usable core with its own threads (the package's two halves of the batch on one BLAS thread each, as
    `make train` runs it; PyTorch's default threads) and pinned to one core;
-7. the forward pass of a pretrained model, all-MiniLM-L6-v2 (attnbook.pretrained.bert.bert_forward: the book's
-   encoder layers, float32, every layer's states and every head's weights returned) on a batch of 8 sentences
-   of 32 tokens, against Hugging Face's BertModel on the same files (benchmarks/torch_minilm.py, tested equal in
+7. the forward pass of a pretrained model, all-MiniLM-L6-v2 (attnbook.pretrained.fast.bert_forward_fast, the fast
+   path of attnbook.pretrained.bert.bert_forward, the book's encoder layers, and the reference itself; float32,
+   every layer's states and every head's weights returned) on a batch of 8 sentences of 32 tokens, against Hugging Face's BertModel on the same files (benchmarks/torch_minilm.py, tested equal in
    code/tests/pretrained/test_bert_transformers.py) in its default configuration (scaled dot-product attention)
    and with eager attention returning every layer's outputs, each side in child processes of its own, on every
    usable core with its own threads and pinned to one core.
@@ -276,7 +276,7 @@ MINILM_BATCH, MINILM_TOKENS = 8, 32  # sentences, tokens each ([CLS] and [SEP] i
 MINILM_GOAL = 1.5  # issue 41: the package's forward pass at most 1.5 times PyTorch's (transformers' default)
 # {key: (side, cores)}: the package, transformers' two configurations (benchmarks/torch_minilm.py), every core or one
 MINILM_RUNS = {f"{side}{suffix}": (side, cores) for suffix, cores in (("", "all"), ("_one_core", "one"))
-               for side in ("package", "torch_sdpa", "torch_eager_all_outputs")}
+               for side in ("package", "package_reference", "torch_sdpa", "torch_eager_all_outputs")}
 
 
 def minilm_batch() -> tuple:
@@ -296,11 +296,12 @@ def minilm_worker(side: str, cores: str, repeats: int) -> None:
     if cores == "one":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     ids, lengths = minilm_batch()
-    if side == "package":
+    if side.startswith("package"):
         from attnbook.pretrained.bert import bert_forward, load_minilm
+        from attnbook.pretrained.fast import bert_forward_fast
 
-        model = load_minilm()
-        call = lambda: bert_forward(ids, lengths, model.weights, model.config)  # noqa: E731
+        model, forward = load_minilm(), bert_forward_fast if side == "package" else bert_forward
+        call = lambda: forward(ids, lengths, model.weights, model.config)  # noqa: E731
         last, threads = call()[0][-1], blas_threads()
     else:
         import torch
@@ -316,7 +317,7 @@ def minilm_worker(side: str, cores: str, repeats: int) -> None:
 
 def time_minilm(side: str, cores: str, repeats: int) -> dict:
     """:func:`minilm_worker` in a child process (one BLAS thread for the package pinned to one core)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if cores == "one" and side == "package" else None
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if cores == "one" and side.startswith("package") else None
     done = subprocess.run([sys.executable, __file__, "--minilm-worker", side, "--cores", cores, "--repeats",
                            str(repeats)], capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -326,7 +327,7 @@ def bench_minilm(repeats: int) -> dict:
     """Seconds of the forward pass of all-MiniLM-L6-v2: the package against transformers, float32."""
     sides = {side for side, _ in MINILM_RUNS.values()}
     if torch_version() is None or importlib.util.find_spec("transformers") is None:
-        sides = {"package"}
+        sides = {"package", "package_reference"}
     reports = {key: time_minilm(side, cores, repeats) for key, (side, cores) in MINILM_RUNS.items() if side in sides}
     seconds = {key: round(report["seconds"], 6) for key, report in reports.items()}
     package = np.array(reports["package"]["last_hidden"])
@@ -341,9 +342,10 @@ def bench_minilm(repeats: int) -> dict:
         result["torch_matches_package"] = all(
             float(np.abs(np.array(reports[key]["last_hidden"]) - package).max()) < 1e-4 for key in reports)
         for suffix in ("", "_one_core"):
-            for mode in ("torch_sdpa", "torch_eager_all_outputs"):
-                result[f"package_over_{mode.removeprefix('torch_')}{suffix}"] = round(
-                    seconds[f"package{suffix}"] / seconds[f"{mode}{suffix}"], 3)
+            for package in ("package", "package_reference"):
+                for mode in ("torch_sdpa", "torch_eager_all_outputs"):
+                    result[f"{package}_over_{mode.removeprefix('torch_')}{suffix}"] = round(
+                        seconds[f"{package}{suffix}"] / seconds[f"{mode}{suffix}"], 3)
         result["goal_met"] = result["package_over_sdpa"] <= MINILM_GOAL
     return result
 
@@ -354,11 +356,13 @@ def minilm_report(t: dict) -> list:
     for key, seconds in t["seconds"].items():
         lines.append(f"    {key:35s} {seconds * 1e3:8.2f} ms")
     if "package_over_sdpa" in t:
-        lines.append(f"    package / transformers (default, SDPA): {t['package_over_sdpa']:.2f} on every core,"
-                     f" {t['package_over_sdpa_one_core']:.2f} on one (goal <= {t['goal_package_over_torch']}:"
+        lines.append(f"    package (fast path) / transformers (default, SDPA): {t['package_over_sdpa']:.2f} on every"
+                     f" core, {t['package_over_sdpa_one_core']:.2f} on one (goal <= {t['goal_package_over_torch']}:"
                      f" {'met' if t['goal_met'] else 'not met'}); against eager with every output:"
                      f" {t['package_over_eager_all_outputs']:.2f}, {t['package_over_eager_all_outputs_one_core']:.2f}"
                      f"    (last states agree: {t['torch_matches_package']})")
+        lines.append(f"    package (reference) / transformers (SDPA): {t['package_reference_over_sdpa']:.2f} on every"
+                     f" core, {t['package_reference_over_sdpa_one_core']:.2f} on one")
     return lines
 
 

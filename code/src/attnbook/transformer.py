@@ -25,6 +25,7 @@ from .multihead import MultiHeadWeights, check_heads, init_multi_head_weights, m
 from .validation import Array, Dims, Norm, as_float_array, boundary, check_positive_int, check_weights
 
 __all__ = [
+    "ACTIVATIONS",
     "DecoderLayerResult",
     "DecoderLayerWeights",
     "EncoderLayerResult",

@@ -90,3 +90,20 @@ def test_the_arguments_are_checked_naming_them(model):
     broken = model.weights._replace(layers=model.weights.layers[:5])
     with pytest.raises(ValueError, match="weights.layers must hold n_layers = 6"):
         bert_forward([[101, 102]], [2], broken, model.config)
+
+
+def test_the_fast_path_equals_the_reference_forward_pass(model):
+    from attnbook.pretrained.bert import bert_forward
+    from attnbook.pretrained.fast import bert_forward_fast
+    from attnbook.pretrained.wordpiece import encode_batch
+
+    batch = encode_batch(["Good night, sweet prince", "Who's there?", "Nay, answer me: stand, and unfold yourself."],
+                         model.vocabulary)
+    hidden, attention = bert_forward(batch.ids, batch.lengths, model.weights, model.config)
+    fast_hidden, fast_attention = bert_forward_fast(batch.ids, batch.lengths, model.weights, model.config)
+    assert fast_hidden.shape == hidden.shape and fast_attention.shape == attention.shape
+    assert fast_hidden.dtype == fast_attention.dtype == np.float32
+    np.testing.assert_allclose(fast_hidden, hidden, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(fast_attention, attention, rtol=0, atol=2e-6)
+    with pytest.raises(ValueError, match="lengths has shape"):  # the reference's check
+        bert_forward_fast(batch.ids, [3], model.weights, model.config)

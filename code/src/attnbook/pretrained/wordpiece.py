@@ -24,10 +24,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..text.bpe import check_text
 from ..validation import boundary, check_positive_int
 from .files import checked_file
 
-__all__ = ["SPECIAL_TOKENS", "TokenBatch", "Vocabulary", "basic_tokenize", "encode", "encode_batch",
+__all__ = ["SPECIAL_TOKENS", "TokenBatch", "Vocabulary", "basic_tokenize", "check_sentences", "encode", "encode_batch",
            "load_vocabulary", "normalise", "tokenize", "wordpiece"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  #: matched in the raw text, as tokenizers does
@@ -111,12 +112,6 @@ def load_vocabulary(folder=None) -> Vocabulary:
     return _vocabulary(checked_file("vocab.txt", folder))
 
 
-def _check_text(text, name: str = "text") -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    return text
-
-
 def _check_vocabulary(vocabulary) -> Vocabulary:
     if not isinstance(vocabulary, Vocabulary):
         raise TypeError(f"vocabulary must be a Vocabulary (from load_vocabulary), got {type(vocabulary).__name__}")
@@ -143,7 +138,7 @@ def _unaccented_lower(ch: str) -> str:
     return "" if unicodedata.category(ch) == "Mn" else ch.lower()
 
 
-@boundary(lambda text: (_check_text(text),))
+@boundary(lambda text: (check_text(text),))
 def normalise(text) -> str:
     r"""BERT's normaliser: clean the text, space out CJK ideographs, strip accents, lower-case.
 
@@ -174,7 +169,7 @@ def normalise(text) -> str:
     return "".join(map(_unaccented_lower, unicodedata.normalize("NFD", text)))
 
 
-@boundary(lambda text: (_check_text(text),))
+@boundary(lambda text: (check_text(text),))
 def basic_tokenize(text) -> list[str]:
     """BERT's basic tokeniser: :func:`normalise`, then split on white space and around every punctuation mark.
 
@@ -207,7 +202,7 @@ def basic_tokenize(text) -> list[str]:
     return words
 
 
-@boundary(lambda word, vocabulary: (_check_text(word, "word"), _check_vocabulary(vocabulary)))
+@boundary(lambda word, vocabulary: (check_text(word, "word"), _check_vocabulary(vocabulary)))
 def wordpiece(word, vocabulary: Vocabulary) -> list[str]:
     """Greedy longest-match-first WordPiece: the pieces of one word, or ``["[UNK]"]``.
 
@@ -248,7 +243,7 @@ def wordpiece(word, vocabulary: Vocabulary) -> list[str]:
     return pieces
 
 
-@boundary(lambda text, vocabulary: (_check_text(text), _check_vocabulary(vocabulary)))
+@boundary(lambda text, vocabulary: (check_text(text), _check_vocabulary(vocabulary)))
 def tokenize(text, vocabulary: Vocabulary) -> list[str]:
     """The WordPiece tokens of ``text``: special tokens it spells kept, the rest basic-tokenised, then cut.
 
@@ -280,7 +275,7 @@ def tokenize(text, vocabulary: Vocabulary) -> list[str]:
 
 
 def _encode_arguments(text, vocabulary, max_length=256) -> tuple:
-    return _check_text(text), _check_vocabulary(vocabulary), check_positive_int(max_length, "max_length", minimum=2)
+    return check_text(text), _check_vocabulary(vocabulary), check_positive_int(max_length, "max_length", minimum=2)
 
 
 @boundary(_encode_arguments)
@@ -314,12 +309,33 @@ def encode(text, vocabulary: Vocabulary, max_length: int = 256) -> list[int]:
             ids["[SEP]"]]
 
 
-def _batch_arguments(sentences, vocabulary, max_length=256) -> tuple:
+def check_sentences(sentences) -> list[str]:
+    """``sentences`` as a list if it is a non-empty list or tuple of str, else an error naming the first wrong one.
+
+    Parameters
+    ----------
+    sentences : list of str
+        The sentences.
+
+    Returns
+    -------
+    list of str
+        The same sentences.
+
+    Examples
+    --------
+    >>> check_sentences(["Who's there?", None])
+    Traceback (most recent call last):
+    ...
+    TypeError: sentences[1] must be a str, got NoneType
+    """
     if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)) or not sentences:
         raise TypeError(f"sentences must be a non-empty list of str, got {sentences!r:.60}")
-    for i, sentence in enumerate(sentences):
-        _check_text(sentence, f"sentences[{i}]")
-    return list(sentences), *_encode_arguments("", vocabulary, max_length)[1:]
+    return [check_text(sentence, f"sentences[{i}]") for i, sentence in enumerate(sentences)]
+
+
+def _batch_arguments(sentences, vocabulary, max_length=256) -> tuple:
+    return check_sentences(sentences), *_encode_arguments("", vocabulary, max_length)[1:]
 
 
 @boundary(_batch_arguments)
