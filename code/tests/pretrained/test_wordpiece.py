@@ -4,7 +4,7 @@ greedy longest-match-first pieces, [UNK] and the [CLS] ... [SEP] frame, on the m
 import numpy as np
 import pytest
 
-from attnbook.pretrained.wordpiece import (basic_tokenize, encode, encode_batch, load_vocabulary, normalise,
+from attnbook.pretrained.wordpiece import (basic_tokenize, encode_batch, encode_text, load_vocabulary, normalise,
                                            tokenize, wordpiece)
 
 pytestmark = pytest.mark.minilm
@@ -58,10 +58,10 @@ def test_text_that_spells_a_special_token_is_that_token(vocabulary):
 
 
 def test_encoding_frames_the_tokens_and_truncates_to_the_maximum_length(vocabulary):
-    ids = encode("word " * 300, vocabulary)
+    ids = encode_text("word " * 300, vocabulary)
     assert len(ids) == 256 and ids[0] == 101 and ids[-1] == 102
-    assert encode("", vocabulary) == [101, 102]
-    assert encode("one two three", vocabulary, max_length=3) == [101, vocabulary.ids["one"], 102]
+    assert encode_text("", vocabulary) == [101, 102]
+    assert encode_text("one two three", vocabulary, max_length=3) == [101, vocabulary.ids["one"], 102]
 
 
 def test_a_batch_is_padded_with_zeros_to_its_longest_sentence(vocabulary):
@@ -77,7 +77,7 @@ def test_the_arguments_are_checked_naming_them(vocabulary):
     with pytest.raises(TypeError, match="vocabulary must be a Vocabulary"):
         tokenize("text", {"text": 1})
     with pytest.raises(ValueError, match="max_length"):
-        encode("text", vocabulary, max_length=1)
+        encode_text("text", vocabulary, max_length=1)
     with pytest.raises(TypeError, match="sentences must be a non-empty list of str"):
         encode_batch("one sentence", vocabulary)
     with pytest.raises(TypeError, match=r"sentences\[1\] must be a str"):

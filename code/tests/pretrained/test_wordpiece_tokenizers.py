@@ -6,7 +6,7 @@ does the same."""
 import pytest
 
 from attnbook.pretrained.files import checked_file
-from attnbook.pretrained.wordpiece import encode, load_vocabulary
+from attnbook.pretrained.wordpiece import encode_text, load_vocabulary
 from attnbook.text.corpus import shakespeare
 
 pytestmark = [pytest.mark.tokenizers, pytest.mark.minilm]
@@ -46,7 +46,7 @@ def test_every_line_of_the_eight_plays_gets_the_same_ids_as_tokenizers(hugging_f
     vocabulary = load_vocabulary()
     lines = shakespeare().splitlines()
     theirs = [encoding.ids for encoding in hugging_face.encode_batch(lines)]
-    different = [(line, ours) for line, ours, ids in zip(lines, (encode(line, vocabulary) for line in lines), theirs)
+    different = [(line, ours) for line, ours, ids in zip(lines, (encode_text(line, vocabulary) for line in lines), theirs)
                  if ours != ids]
     assert len(lines) > 40000
     assert not different, f"{len(different)} of {len(lines)} lines differ, the first: {different[0]}"
@@ -54,4 +54,4 @@ def test_every_line_of_the_eight_plays_gets_the_same_ids_as_tokenizers(hugging_f
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_strings_get_the_same_ids_as_tokenizers(hugging_face, text):
-    assert encode(text, load_vocabulary()) == hugging_face.encode(text).ids
+    assert encode_text(text, load_vocabulary()) == hugging_face.encode(text).ids

@@ -28,7 +28,7 @@ from ..text.bpe import check_text
 from ..validation import boundary, check_positive_int
 from .files import checked_file
 
-__all__ = ["SPECIAL_TOKENS", "TokenBatch", "Vocabulary", "basic_tokenize", "check_sentences", "encode", "encode_batch",
+__all__ = ["SPECIAL_TOKENS", "TokenBatch", "Vocabulary", "basic_tokenize", "check_sentences", "encode_batch", "encode_text",
            "load_vocabulary", "normalise", "tokenize", "wordpiece"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  #: matched in the raw text, as tokenizers does
@@ -279,7 +279,7 @@ def _encode_arguments(text, vocabulary, max_length=256) -> tuple:
 
 
 @boundary(_encode_arguments)
-def encode(text, vocabulary: Vocabulary, max_length: int = 256) -> list[int]:
+def encode_text(text, vocabulary: Vocabulary, max_length: int = 256) -> list[int]:
     """The ids the model reads: ``[CLS]``, the tokens of ``text`` (the first ``max_length - 2``), ``[SEP]``.
 
     Parameters
@@ -299,9 +299,9 @@ def encode(text, vocabulary: Vocabulary, max_length: int = 256) -> list[int]:
     Examples
     --------
     >>> vocabulary = load_vocabulary()
-    >>> encode("To be, or not to be", vocabulary)
+    >>> encode_text("To be, or not to be", vocabulary)
     [101, 2000, 2022, 1010, 2030, 2025, 2000, 2022, 102]
-    >>> encode("To be, or not to be", vocabulary, max_length=4), encode("", vocabulary)
+    >>> encode_text("To be, or not to be", vocabulary, max_length=4), encode_text("", vocabulary)
     ([101, 2000, 2022, 102], [101, 102])
     """
     ids = vocabulary.ids
@@ -340,14 +340,14 @@ def _batch_arguments(sentences, vocabulary, max_length=256) -> tuple:
 
 @boundary(_batch_arguments)
 def encode_batch(sentences, vocabulary: Vocabulary, max_length: int = 256) -> TokenBatch:
-    """The ids of several sentences, padded with ``[PAD]`` to the longest: :func:`encode` of each.
+    """The ids of several sentences, padded with ``[PAD]`` to the longest: :func:`encode_text` of each.
 
     Parameters
     ----------
     sentences : list of str
         At least one.
     vocabulary, max_length
-        As in :func:`encode`.
+        As in :func:`encode_text`.
 
     Returns
     -------
@@ -360,7 +360,7 @@ def encode_batch(sentences, vocabulary: Vocabulary, max_length: int = 256) -> To
     >>> batch.ids.shape, batch.lengths.tolist(), batch.tokens[0]
     ((2, 13), [4, 13], ['[CLS]', 'good', 'night', '[SEP]'])
     """
-    encoded = [encode.unchecked(sentence, vocabulary, max_length) for sentence in sentences]
+    encoded = [encode_text.unchecked(sentence, vocabulary, max_length) for sentence in sentences]
     lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)  # (batch,)
     ids = np.zeros((len(encoded), lengths.max()), dtype=np.int64)  # (batch, n): [PAD] is id 0
     for row, sentence in zip(ids, encoded):
