@@ -24,7 +24,8 @@ def forward_call(mode: str, ids: np.ndarray, mask: np.ndarray):
     """A zero-argument call of BertModel's forward pass on ``ids`` ``(batch, n)`` and ``mask``, and its last states."""
     from transformers import BertModel
 
-    checked_file("model.safetensors")
+    for name in ("model.safetensors", "config.json"):  # the files BertModel reads, checked as the package's are
+        checked_file(name)
     implementation, outputs = MODES[mode]
     model = BertModel.from_pretrained(str(model_folder()), attn_implementation=implementation,
                                       local_files_only=True).eval()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attnbook.pretrained.bert import encode_sentences, load_minilm, mean_pool, without_heads
-from attnbook.pretrained.files import model_folder
+from attnbook.pretrained.files import checked_file, model_folder
 
 pytestmark = [pytest.mark.torch, pytest.mark.transformers, pytest.mark.minilm]
 
@@ -34,6 +34,8 @@ def bert_model():
     """Hugging Face's BertModel from the installed model's folder, eager attention (it returns the weights)."""
     from transformers import BertModel
 
+    for name in ("model.safetensors", "config.json"):  # the files BertModel reads, checked as the package's are
+        checked_file(name)
     return BertModel.from_pretrained(str(model_folder()), attn_implementation="eager", local_files_only=True).eval()
 
 
