@@ -26,7 +26,13 @@ It measures, in one run, side by side:
    its PyTorch twin (benchmarks/torch_gpt.py, tested equal in float64 in
    code/tests/learning/models/test_gpt_torch.py) in float32, each in child processes of its own: on every
    usable core with its own threads (the package's two halves of the batch on one BLAS thread each, as
-   `make train` runs it; PyTorch's default threads) and pinned to one core.
+   `make train` runs it; PyTorch's default threads) and pinned to one core;
+7. the forward pass of a pretrained model, all-MiniLM-L6-v2 (attnbook.pretrained.fast.bert_forward_fast, the fast
+   path of attnbook.pretrained.bert.bert_forward, the book's encoder layers, and the reference itself; float32,
+   every layer's states and every head's weights returned) on a batch of 8 sentences of 32 tokens, against Hugging Face's BertModel on the same files (benchmarks/torch_minilm.py, tested equal in
+   code/tests/pretrained/test_bert_transformers.py) in its default configuration (scaled dot-product attention)
+   and with eager attention returning every layer's outputs, each side in child processes of its own, on every
+   usable core with its own threads and pinned to one core.
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
@@ -262,6 +268,102 @@ def bench_training(repeats: int) -> dict:
                 "torch_float32_over_package_float64": round(steps["package_float64"] / steps["torch_float32"], 3),
             }
     return result
+
+
+# --- a pretrained model's forward pass -------------------------------------------------------------------
+
+MINILM_BATCH, MINILM_TOKENS = 8, 32  # sentences, tokens each ([CLS] and [SEP] included)
+MINILM_GOAL = 1.5  # issue 41: the package's forward pass at most 1.5 times PyTorch's (transformers' default)
+# {key: (side, cores)}: the package, transformers' two configurations (benchmarks/torch_minilm.py), every core or one
+MINILM_RUNS = {f"{side}{suffix}": (side, cores) for suffix, cores in (("", "all"), ("_one_core", "one"))
+               for side in ("package", "package_reference", "torch_sdpa", "torch_eager_all_outputs")}
+
+
+def minilm_batch() -> tuple:
+    """8 passages of the plays cut to 32 tokens each: ids ``(8, 32)`` and their mask (all real tokens)."""
+    from attnbook.pretrained.wordpiece import encode_batch, load_vocabulary
+    from attnbook.text.corpus import shakespeare
+
+    words = shakespeare().split()[1000:]
+    sentences = [" ".join(words[40 * i:40 * (i + 1)]) for i in range(MINILM_BATCH)]  # 40 words: >= 30 tokens
+    batch = encode_batch(sentences, load_vocabulary(), max_length=MINILM_TOKENS)
+    assert batch.ids.shape == (MINILM_BATCH, MINILM_TOKENS) and np.all(batch.lengths == MINILM_TOKENS)
+    return batch.ids, batch.lengths
+
+
+def minilm_worker(side: str, cores: str, repeats: int) -> None:
+    """Child process: time one side's forward pass of all-MiniLM-L6-v2 on the batch, on every core or one."""
+    if cores == "one":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    ids, lengths = minilm_batch()
+    if side.startswith("package"):
+        from attnbook.pretrained.bert import bert_forward, load_minilm
+        from attnbook.pretrained.fast import bert_forward_fast
+
+        model, forward = load_minilm(), bert_forward_fast if side == "package" else bert_forward
+        call = lambda: forward(ids, lengths, model.weights, model.config)  # noqa: E731
+        last, threads = call()[0][-1], blas_threads()
+    else:
+        import torch
+        import torch_minilm  # benchmarks/torch_minilm.py: this script's folder is on the path when run
+
+        if cores == "one":
+            torch.set_num_threads(1)
+        call, last = torch_minilm.forward_call(side, ids, np.ones(ids.shape, dtype=bool))
+        threads = torch.get_num_threads()
+    seconds = time_calls([call], repeats=repeats, statistic="min", clock="wall")[0]
+    print(json.dumps({"threads": threads, "seconds": float(seconds), "last_hidden": np.asarray(last).tolist()}))
+
+
+def time_minilm(side: str, cores: str, repeats: int) -> dict:
+    """:func:`minilm_worker` in a child process (one BLAS thread for the package pinned to one core)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if cores == "one" and side.startswith("package") else None
+    done = subprocess.run([sys.executable, __file__, "--minilm-worker", side, "--cores", cores, "--repeats",
+                           str(repeats)], capture_output=True, text=True, check=True, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_minilm(repeats: int) -> dict:
+    """Seconds of the forward pass of all-MiniLM-L6-v2: the package against transformers, float32."""
+    sides = {side for side, _ in MINILM_RUNS.values()}
+    if torch_version() is None or importlib.util.find_spec("transformers") is None:
+        sides = {"package", "package_reference"}
+    reports = {key: time_minilm(side, cores, repeats) for key, (side, cores) in MINILM_RUNS.items() if side in sides}
+    seconds = {key: round(report["seconds"], 6) for key, report in reports.items()}
+    package = np.array(reports["package"]["last_hidden"])
+    result = {
+        "model": "all-MiniLM-L6-v2 (6 post-norm encoder layers, 12 heads, d_model 384), float32",
+        "batch": MINILM_BATCH, "tokens": MINILM_TOKENS, "load_average_1min": load_average(),
+        "package_blas_threads": reports["package"]["threads"], "seconds": seconds,
+        "goal_package_over_torch": MINILM_GOAL,
+    }
+    if "torch_sdpa" in reports:
+        result["torch_threads"] = reports["torch_sdpa"]["threads"]
+        result["torch_matches_package"] = all(
+            float(np.abs(np.array(reports[key]["last_hidden"]) - package).max()) < 1e-4 for key in reports)
+        for suffix in ("", "_one_core"):
+            for package in ("package", "package_reference"):
+                for mode in ("torch_sdpa", "torch_eager_all_outputs"):
+                    result[f"{package}_over_{mode.removeprefix('torch_')}{suffix}"] = round(
+                        seconds[f"{package}{suffix}"] / seconds[f"{mode}{suffix}"], 3)
+        result["goal_met"] = result["package_over_sdpa"] <= MINILM_GOAL
+    return result
+
+
+def minilm_report(t: dict) -> list:
+    lines = [f"7. forward pass of all-MiniLM-L6-v2, {t['batch']} sentences of {t['tokens']} tokens, float32"
+             f" (child processes; *_one_core: pinned to one core, one thread); load average {t['load_average_1min']}"]
+    for key, seconds in t["seconds"].items():
+        lines.append(f"    {key:35s} {seconds * 1e3:8.2f} ms")
+    if "package_over_sdpa" in t:
+        lines.append(f"    package (fast path) / transformers (default, SDPA): {t['package_over_sdpa']:.2f} on every"
+                     f" core, {t['package_over_sdpa_one_core']:.2f} on one (goal <= {t['goal_package_over_torch']}:"
+                     f" {'met' if t['goal_met'] else 'not met'}); against eager with every output:"
+                     f" {t['package_over_eager_all_outputs']:.2f}, {t['package_over_eager_all_outputs_one_core']:.2f}"
+                     f"    (last states agree: {t['torch_matches_package']})")
+        lines.append(f"    package (reference) / transformers (SDPA): {t['package_reference_over_sdpa']:.2f} on every"
+                     f" core, {t['package_reference_over_sdpa_one_core']:.2f} on one")
+    return lines
 
 
 # --- GPT training throughput -----------------------------------------------------------------------------
@@ -538,6 +640,8 @@ def report(results: dict) -> str:
         lines += ["", *training_report(results["training_throughput"])]
     if "gpt_training_throughput" in results:
         lines += ["", *gpt_report(results["gpt_training_throughput"])]
+    if "pretrained_forward" in results:
+        lines += ["", *minilm_report(results["pretrained_forward"])]
     return "\n".join(lines)
 
 
@@ -570,11 +674,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", type=Path, default=benchmark_results_path(),
                         help="where to write the JSON (default: the package's copy, which the book reads)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
-    parser.add_argument("--only", choices=["training", "gpt"],
+    parser.add_argument("--only", choices=["training", "gpt", "pretrained"],
                         help="run only this section and update it in the existing JSON (the others are kept)")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
     parser.add_argument("--training-worker", action="store_true", help=argparse.SUPPRESS)  # internal: its twin
     parser.add_argument("--gpt-worker", choices=["package", "torch"], help=argparse.SUPPRESS)  # internal: GPT step
+    parser.add_argument("--minilm-worker", choices=sorted({side for side, _ in MINILM_RUNS.values()}),
+                        help=argparse.SUPPRESS)  # internal: the pretrained model's forward pass
     parser.add_argument("--cores", choices=["all", "one"], default="all", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.torch_worker:
@@ -586,6 +692,9 @@ def main(argv: list[str]) -> int:
     if args.gpt_worker:
         gpt_worker(args.gpt_worker, args.cores, args.repeats)
         return 0
+    if args.minilm_worker:
+        minilm_worker(args.minilm_worker, args.cores, args.repeats)
+        return 0
     started = time.perf_counter()
     repeats = 2 if args.quick else args.repeats
     if args.only is not None:
@@ -593,9 +702,12 @@ def main(argv: list[str]) -> int:
         if args.only == "training":
             results["training_throughput"] = bench_training(repeats)
             print("\n".join(training_report(results["training_throughput"])))
-        else:
+        elif args.only == "gpt":
             results["gpt_training_throughput"] = bench_gpt_training(repeats)
             print("\n".join(gpt_report(results["gpt_training_throughput"])))
+        else:
+            results["pretrained_forward"] = bench_minilm(repeats)
+            print("\n".join(minilm_report(results["pretrained_forward"])))
         print(f"\nfinished in {time.perf_counter() - started:.0f} s; the section written to {args.output}")
         args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         return 0
@@ -606,6 +718,7 @@ def main(argv: list[str]) -> int:
     add_torch(results, {"plain_vs_matmul": case_1, "tiled_time": case_3}, repeats)
     results["training_throughput"] = bench_training(repeats)
     results["gpt_training_throughput"] = bench_gpt_training(repeats)
+    results["pretrained_forward"] = bench_minilm(repeats)
     results["goals"] = {
         "plain_over_matmul": GOALS["plain_over_matmul"],
         "plain_over_matmul_met": results["plain_vs_matmul"]["plain_over_matmul"] <= GOALS["plain_over_matmul"],

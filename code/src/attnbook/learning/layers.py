@@ -32,6 +32,7 @@ from ..transformer import (
     encoder_layer,
     feed_forward,
     layer_norm,
+    standard_normal_cdf,
 )
 from ..validation import as_float_array, boundary
 from .gradients import backpropagate, check_output_gradient, linear_grads, sum_rows, sum_to_shape
@@ -199,18 +200,19 @@ def layer_norm_vjp(x, gamma, beta, eps: float = 1e-5) -> tuple:
 
 
 @boundary(feed_forward.check)
-def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
+def feed_forward_vjp(x, weights: FeedForwardWeights, activation: str = "relu") -> tuple:
     r"""The feed-forward network on every position; ``back(dy)`` returns ``(FeedForwardWeights, dx)``.
 
     .. math:: H = \max(0, X W_1 + b_1), \quad Y = H W_2 + b_2, \qquad
               dH = dY\, W_2^\top, \quad dP = dH \odot [H > 0], \quad dX = dP\, W_1^\top
 
     and :math:`dW_2 = H^\top dY`, :math:`dW_1 = X^\top dP`, :math:`db_2`, :math:`db_1` the sums of
-    :math:`dY`, :math:`dP` over every row.
+    :math:`dY`, :math:`dP` over every row. With GELU, :math:`H = P \Phi(P)` for :math:`P = X W_1 + b_1`,
+    and :math:`dP = dH \odot (\Phi(P) + P \varphi(P))`.
 
     Parameters
     ----------
-    x, weights
+    x, weights, activation
         As in :func:`attnbook.feed_forward`.
 
     Returns
@@ -227,13 +229,20 @@ def feed_forward_vjp(x, weights: FeedForwardWeights) -> tuple:
     >>> y.tolist(), dx.tolist(), grads.b_1.tolist()                    # the negative unit passes nothing
     ([[1.0, 0.0]], [[1.0, 0.0]], [1.0, 0.0])
     """
-    hidden = np.maximum(x @ weights.w_1 + weights.b_1, 0)  # (..., n, d_ff)
+    pre = x @ weights.w_1 + weights.b_1  # (..., n, d_ff)
+    if activation == "relu":
+        hidden = np.maximum(pre, 0)  # (..., n, d_ff)
+        slope = hidden > 0  # (..., n, d_ff): the ReLU's derivative
+    else:
+        cdf = standard_normal_cdf(pre)  # (..., n, d_ff): Phi(pre)
+        hidden = pre * cdf  # (..., n, d_ff): GELU, as gelu computes it
+        slope = cdf + pre * np.exp(-pre * pre / 2) / math.sqrt(2 * math.pi)  # (..., n, d_ff): Phi + x phi
     y = hidden @ weights.w_2 + weights.b_2  # (..., n, d_model), as feed_forward computes it
 
     def back(dy):
         check_output_gradient(dy, y.shape, "dy")
         dhidden, dw_2 = linear_grads(hidden, weights.w_2, dy)  # (..., n, d_ff), (d_ff, d_model)
-        dpre = dhidden * (hidden > 0)  # (..., n, d_ff): through the ReLU
+        dpre = dhidden * slope  # (..., n, d_ff): through the activation
         dx, dw_1 = linear_grads(x, weights.w_1, dpre)  # (..., n, d_model), (d_model, d_ff)
         return FeedForwardWeights(dw_1, sum_rows(dpre), dw_2, sum_rows(dy)), dx
 
@@ -306,7 +315,8 @@ def multi_head_vjp(query, key, value, weights: MultiHeadWeights, n_heads: int, m
 
 
 @boundary(encoder_layer.check)
-def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) -> tuple:
+def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None, activation: str = "relu",
+                      eps: float = 1e-5) -> tuple:
     r"""One post-norm encoder layer; ``back(dy)`` returns ``(EncoderLayerWeights, dx)``.
 
     .. math:: X' = \operatorname{LN}_1(X + \operatorname{MHA}(X, X, X)), \quad
@@ -320,7 +330,7 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) 
 
     Parameters
     ----------
-    x, weights, n_heads, mask
+    x, weights, n_heads, mask, activation, eps
         As in :func:`attnbook.encoder_layer`.
 
     Returns
@@ -340,9 +350,9 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None) 
     """
     (attended, attention), attention_back = multi_head_vjp.unchecked(x, x, x, weights.self_attention, n_heads,
                                                                       mask)  # (..., n, d_model), (..., h, n, n)
-    x_1, norm_1_back = layer_norm_vjp.unchecked(x + attended, *weights.norm_1)  # (..., n, d_model)
-    fed, feed_back = feed_forward_vjp.unchecked(x_1, weights.feed_forward)  # (..., n, d_model)
-    y, norm_2_back = layer_norm_vjp.unchecked(x_1 + fed, *weights.norm_2)  # (..., n, d_model)
+    x_1, norm_1_back = layer_norm_vjp.unchecked(x + attended, *weights.norm_1, eps)  # (..., n, d_model)
+    fed, feed_back = feed_forward_vjp.unchecked(x_1, weights.feed_forward, activation)  # (..., n, d_model)
+    y, norm_2_back = layer_norm_vjp.unchecked(x_1 + fed, *weights.norm_2, eps)  # (..., n, d_model)
 
     def back(dy):
         ds_2, dgamma_2, dbeta_2 = norm_2_back(dy)  # (..., n, d_model)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..validation import boundary, check_positive_int
 
-__all__ = ["BPE", "PATTERN", "UNKNOWN", "char_tokens", "decode_bpe", "encode_bpe", "merge_pair", "pair_counts", "pretokenize", "to_ids",
+__all__ = ["BPE", "PATTERN", "UNKNOWN", "char_tokens", "check_text", "decode_bpe", "encode_bpe", "merge_pair", "pair_counts", "pretokenize", "to_ids",
            "token_vocabulary", "train_bpe", "word_tokens"]
 
 #: how text is split into words before any merge: letters, digits or other symbols, each run with the one space
@@ -51,7 +51,28 @@ class BPE(NamedTuple):
     vocab: tuple
 
 
-def _check_text(text, name: str = "text") -> str:
+def check_text(text, name: str = "text") -> str:
+    """``text`` if it is a str, else an error naming it.
+
+    Parameters
+    ----------
+    text : str
+        The text.
+    name : str, optional
+        Its name in the error.
+
+    Returns
+    -------
+    str
+        ``text``.
+
+    Examples
+    --------
+    >>> check_text(b"bytes")
+    Traceback (most recent call last):
+    ...
+    TypeError: text must be a str, got bytes
+    """
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a str, got {type(text).__name__}")
     return text
@@ -76,7 +97,7 @@ def _check_ids(ids, name: str = "ids", size: int | None = None) -> list:
     return [int(token) for token in ids]
 
 
-@boundary(lambda text: (_check_text(text),))
+@boundary(lambda text: (check_text(text),))
 def pretokenize(text) -> list[str]:
     """The words of ``text`` by :data:`PATTERN`, which BPE merges never cross; joined, they give ``text`` back.
 
@@ -168,7 +189,7 @@ def pair_counts(ids, vocab_size) -> np.ndarray:
     return counts
 
 
-@boundary(lambda text, n_merges: (_check_text(text), check_positive_int(n_merges, "n_merges", minimum=0)))
+@boundary(lambda text, n_merges: (check_text(text), check_positive_int(n_merges, "n_merges", minimum=0)))
 def train_bpe(text, n_merges) -> BPE:
     r"""Learn ``n_merges`` merges from ``text``: each joins the most frequent adjacent pair of tokens into a new one.
 
@@ -247,7 +268,7 @@ def _encode_word(word: str, ranks: dict) -> list[int]:
     return ids
 
 
-@boundary(lambda text, bpe: (_check_text(text), _check_bpe(bpe)))
+@boundary(lambda text, bpe: (check_text(text), _check_bpe(bpe)))
 def encode_bpe(text, bpe) -> list[int]:
     r"""The token ids of ``text``: each word's bytes, joined by the merges of ``bpe`` in the order learned.
 
@@ -308,7 +329,7 @@ def decode_bpe(ids, bpe) -> str:
     return b"".join(bpe.vocab[token] for token in ids).decode("utf-8", errors="replace")
 
 
-@boundary(lambda text: (_check_text(text),))
+@boundary(lambda text: (check_text(text),))
 def char_tokens(text) -> list[str]:
     """The character tokeniser: one token per character.
 
@@ -330,7 +351,7 @@ def char_tokens(text) -> list[str]:
     return list(text)
 
 
-@boundary(lambda text: (_check_text(text),))
+@boundary(lambda text: (check_text(text),))
 def word_tokens(text) -> list[str]:
     """The word tokeniser: one token per word of :func:`pretokenize`, the words BPE starts from.
 
