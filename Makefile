@@ -42,7 +42,7 @@ fonts:
 	  else echo "the zh-Hant figures need Debian's fonts-noto-cjk: sudo apt-get install fonts-noto-cjk"; exit 1; fi; }
 
 venv: $(STAMP)
-$(STAMP): requirements.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
+$(STAMP): requirements.txt requirements-build.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "no Python found: set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
