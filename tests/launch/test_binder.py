@@ -181,3 +181,25 @@ def test_the_reader_requirements_hold_none_of_the_build_tool_chain():
     build = (ROOT / "requirements-build.txt").read_text(encoding="utf-8").splitlines()
     assert "-r requirements.txt" in build and "-r requirements-build.txt" in (
         ROOT / "requirements-test.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_binder_opens_jupyter_where_the_readme_lies(rendered):
+    """A learner who opens `main` itself on Binder lands in the repository's folder, whose README says where the
+    notebooks are (the test below): the image's last WORKDIR, where Jupyter starts, is the copy's root."""
+    lines, _ = rendered
+    workdirs = [line for line in lines if line.startswith("WORKDIR")]
+    assert workdirs[-1] == "WORKDIR ${REPO_DIR}"
+    assert (ROOT / "README.md").is_file()
+
+
+def test_the_readme_sends_a_learner_on_main_to_the_notebooks_branch_on_binder():
+    """`main` holds MyST sources, which Jupyter shows raw: the README's opening opens the reader notebooks (the
+    branch `make publish` writes and the pages' buttons open) on the Binder the book's config names."""
+    from tools.extensions.reader_notebooks import book_config, launch_branch
+
+    config = book_config()
+    repository = config["repository"]["url"].removeprefix("https://github.com/")
+    opening = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ")[0]
+    binder = f"{config['launch_buttons']['binderhub_url']}/v2/gh/{repository}/{launch_branch()}?urlpath=tree/chapters"
+    assert f"]({binder})" in opening, f"the README's opening does not link {binder}"
+    assert f"<{config['html']['baseurl']}>" in opening and f"`{launch_branch()}` branch" in opening
