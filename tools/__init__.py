@@ -1,6 +1,6 @@
 """The book's build and homework tools: command-line programs and the Sphinx extensions of _config.yml.
 
-``make venv`` installs this package editable (``-e ./tools`` in requirements-test.txt), so tests,
+``make venv`` installs this package editable (``-e ./tools`` in requirements-build.txt), so tests,
 benchmarks and the build import it as ``tools`` from anywhere, with no ``sys.path`` edits. Its
 command-line programs run as modules (the Makefile's targets):
 

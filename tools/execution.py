@@ -106,7 +106,9 @@ def package_hash() -> str:
     package_files = [p for p in (ROOT / "code" / "src").rglob("*") if p.suffix in (".py", ".json")]
     # the figures' words in the other languages are drawn by the run (figure_catalogs): a change draws them again
     catalogs = [path for path in figure_catalogs().values() if path.exists()]
-    for path in sorted(package_files) + [ROOT / "requirements.txt"] + catalogs:
+    # the pins of the kernel's packages and of the tool-chain that runs and reads it (myst-nb, nbclient)
+    pins = [ROOT / "requirements.txt", ROOT / "requirements-build.txt"]
+    for path in sorted(package_files) + pins + catalogs:
         digest.update(path.relative_to(ROOT).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -3,8 +3,8 @@
     python -m tools.install_cell           # write or refresh the cell in every chapters/ and exercises/ source
     python -m tools.install_cell --check   # list the sources and paired notebooks whose cell is missing or stale
 
-The cell installs the `attnbook` package, with its `notebooks` extra (myst-nb, whose `glue` the
-chapters import), when the kernel lacks either; where they are installed (Binder, `make venv`, the
+The cell installs the `attnbook` package when the kernel lacks it (the notebooks import nothing else
+that Colab lacks: requirements.txt); where it is installed (Binder, the notebooks zip, `make venv`, the
 book build) it does nothing. The package comes from the repository named in `_config.yml`
 (`repository.url` at `repository.branch`), so the address lives in one place: this script renders the
 cell from it and the launch test checks every notebook against the rendering. The environment variable
@@ -30,7 +30,6 @@ from tools.execution import notebook_sources
 INSTALL_TAGS = ["remove-cell", "setup"]
 FIRST_LINE = "# Install the book's package when this kernel lacks it (Colab): from the book's repository."
 OVERRIDE_VARIABLE = "ATTNBOOK_INSTALL_FROM"
-EXTRA = "notebooks"
 PACKAGE_DIR = "code"  # the package's folder in the repository (pyproject.toml)
 CELL_TEMPLATE = '''{first_line}
 import importlib
@@ -39,11 +38,10 @@ import os
 import subprocess
 import sys
 
-# (JupyterLite needs nothing: its Pyodide kernel loads attnbook and a myst_nb stand-in on import)
-missing = [name for name in ("attnbook", "myst_nb") if importlib.util.find_spec(name) is None]
-if missing and sys.platform != "emscripten":
+# (JupyterLite needs nothing: its Pyodide kernel loads attnbook on import)
+if importlib.util.find_spec("attnbook") is None and sys.platform != "emscripten":
     source = os.environ.get("{variable}", "{default_source}")
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", f"attnbook[{extra}] @ {{source}}"])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", f"attnbook @ {{source}}"])
     importlib.invalidate_caches()'''
 
 
@@ -56,7 +54,7 @@ def default_source(config_path: Path = ROOT / "_config.yml") -> str:
 def install_cell_source(source: str | None = None) -> str:
     """The code of the install cell, installing from `source` (default: the configured repository)."""
     return CELL_TEMPLATE.format(first_line=FIRST_LINE, variable=OVERRIDE_VARIABLE,
-                                default_source=source or default_source(), extra=EXTRA)
+                                default_source=source or default_source())
 
 
 def myst_block(code: str) -> str:

@@ -27,7 +27,7 @@ import pytest
 from tools.built_site import HTML
 from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
 
-INSTALL_TIMEOUT_S = 900  # a cold pip cache downloads jupyter-book, jupyterlab and their dependencies
+INSTALL_TIMEOUT_S = 900  # a cold pip cache downloads jupyterlab, matplotlib and their dependencies
 TIMINGS: list[str] = []  # printed in the terminal summary
 
 
@@ -151,7 +151,7 @@ def reader(unzipped) -> Reader:
     environment = dict(shell, VIRTUAL_ENV=str(folder / ".venv"),
                        PATH=os.pathsep.join([str(folder / ".venv" / "bin"), shell["PATH"]]),
                        # the notebooks' install cell installs attnbook from this address when the kernel
-                       # lacks it or myst_nb: here that must not happen, and would fail loudly if it did
+                       # lacks it: here that must not happen, and would fail loudly if it did
                        ATTNBOOK_INSTALL_FROM="file:///attnbook-must-come-from-the-notebooks-zip")
     return Reader(folder=folder, readme=readme, environment=environment)
 

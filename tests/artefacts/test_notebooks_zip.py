@@ -51,7 +51,7 @@ def test_every_file_the_readme_names_is_in_the_folder(unzipped):
 
 
 def test_the_environment_holds_the_zips_attnbook_and_nothing_of_the_repository(reader):
-    probe = ("import json, sys, attnbook, myst_nb, ipywidgets; "
+    probe = ("import json, sys, attnbook, ipywidgets, matplotlib, numpy; "
              "print(json.dumps({'file': attnbook.__file__, 'version': attnbook.__version__, 'path': sys.path}))")
     result = reader.run([str(reader.python), "-c", probe], timeout=60, what="importing attnbook")
     assert result.returncode == 0, f"the notebooks' imports fail in the reader's environment:\n{result.stderr}"
@@ -62,6 +62,18 @@ def test_the_environment_holds_the_zips_attnbook_and_nothing_of_the_repository(r
     assert found["version"] == pyproject["project"]["version"]
     leaks = [entry for entry in found["path"] if entry and Path(entry).resolve().is_relative_to(ROOT)]
     assert leaks == [], f"the reader's Python sees the repository: {leaks}"
+
+
+def test_the_environment_holds_no_build_tool(reader):
+    """requirements.txt is the reader's kernel, not the book's tool-chain (requirements-build.txt): no Sphinx,
+    Jupyter Book, myst-nb or JupyterLite (whose JupyterLab extension fails on every page load of a local Jupyter)."""
+    probe = ("import importlib.metadata, json; print(json.dumps(sorted("
+             "distribution.metadata['Name'].lower() for distribution in importlib.metadata.distributions())))")
+    result = reader.run([str(reader.python), "-c", probe], timeout=60, what="listing the installed distributions")
+    assert result.returncode == 0, result.stderr
+    installed = set(json.loads(result.stdout))
+    build = {"sphinx", "jupyter-book", "myst-nb", "jupyterlite-core", "jupyterlite-pyodide-kernel", "jupytext", "nbval"}
+    assert installed & build == set()
 
 
 def test_the_readme_run_command_is_installed(reader):

@@ -88,6 +88,9 @@ def test_export_marks_every_cell_for_nbgrader(course, source):
             assert (meta["solution"], meta["grade"], meta["locked"]) == (False, True, True)
             assert meta["points"] > 0
             assert "### BEGIN HIDDEN TESTS" in cell.source and "### END HIDDEN TESTS" in cell.source
+        elif role == "public-check":  # a visible test: graded, worth no points
+            assert (meta["solution"], meta["grade"], meta["locked"], meta["points"]) == (False, True, True, 0)
+            assert "BEGIN HIDDEN TESTS" not in cell.source and "assert all(verdict.passed for verdict in" in cell.source
         else:
             assert (meta["solution"], meta["grade"], meta["locked"]) == (False, False, True)
     assert len(cells_by_id(notebook)) == len(notebook.cells), "grade_ids must be unique in a notebook"
@@ -117,9 +120,64 @@ def test_nbgrader_generates_the_student_assignment(report, course, name):
     assert "# YOUR CODE HERE" in text
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_number_answer_keeps_its_variable_in_the_release(report, course, name):
+    """nbgrader replaces a marked solution by `# YOUR CODE HERE`: the stub's placeholders stay before it, so the
+    student still sees which variable the grader reads (`answer_w2 = None  # your number here: ...`)."""
+    assert report[name]["generated"], report[name]["error"]
+    release = nbformat.read(course / "release" / name / f"{name}.ipynb", as_version=4)
+    text = "\n".join(cell.source for cell in release.cells if cell.metadata["nbgrader"]["solution"])
+    stubs = [cell.source for cell in jupytext.read(sources.resolve(name)).cells if sources.role(cell) == "stub"]
+    placeholders = [line for stub in stubs for line in stub.splitlines() if "= None  # your number here" in line]
+    assert [line for line in placeholders if line not in text] == []
+
+
 @pytest.mark.parametrize("name", AUTOGRADED)
 def test_nbgrader_autograde_gives_full_marks_to_the_solution_and_none_to_the_blank(report, name):
     scores = report[name]["scores"]
     assert report[name]["error"] == ""
     assert scores["solved"] == [10.0, 10.0]
     assert scores["blank"] == [0.0, 10.0]
+
+
+def nbgrader_validate(notebook: Path) -> str:
+    """What `nbgrader validate NOTEBOOK` prints to a student (run as a student runs it, outside the course)."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": str(bin_dir) + os.pathsep + os.environ.get("PATH", "")}
+    finished = subprocess.run([str(bin_dir / "nbgrader"), "validate", str(notebook)], capture_output=True, text=True,
+                              cwd=notebook.parent, env=env, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return finished.stdout
+
+
+def student_verdicts(name: str, tmp_path: Path) -> list[str]:
+    """The verdicts the public checks of the untouched student version print (tools.homework.student)."""
+    from nbclient import NotebookClient
+
+    from tools.homework.student import student_notebook
+
+    student = student_notebook(name)
+    NotebookClient(student, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return [line for cell in student.cells if sources.role(cell) == "public-check"
+            for output in cell.outputs for line in output.get("text", "").splitlines()]
+
+
+@pytest.mark.parametrize("name", AUTOGRADED)
+def test_nbgrader_validate_fails_a_blank_notebook_with_the_student_versions_verdicts(report, course, name, tmp_path):
+    """Each public check is a visible test: `nbgrader validate` on the untouched release fails every one of them
+    and shows the verdicts the student version prints (as nbgrader shows an error: cut at its line width)."""
+    assert report[name]["error"] == ""
+    shown = nbgrader_validate(course / "submitted" / "blank" / name / f"{name}.ipynb")
+    checks = sum(sources.role(cell) == "public-check" for cell in jupytext.read(sources.resolve(name)).cells)
+    assert f"VALIDATION FAILED ON {checks} CELL(S)!" in " ".join(shown.split()), shown[-2000:]
+    verdicts = student_verdicts(name, tmp_path)
+    assert verdicts and all(verdict.startswith("✗ ") and "not done yet" in verdict for verdict in verdicts), verdicts
+    assert [verdict for verdict in verdicts if verdict[:60] not in shown] == [], shown[-3000:]
+    assert "NameError" not in shown, "a visible test reads a name the release notebook never sets"
+
+
+@pytest.mark.parametrize("name", AUTOGRADED)
+def test_nbgrader_validate_passes_a_solved_notebook(report, course, name):
+    assert report[name]["error"] == ""
+    shown = nbgrader_validate(course / "submitted" / "solved" / name / f"{name}.ipynb")
+    assert "Success! Your notebook passes all the tests." in shown, shown[-3000:]

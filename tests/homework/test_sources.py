@@ -61,6 +61,19 @@ def test_stubs_only_define_or_raise_not_implemented(source):
             assert "NotImplementedError" in code or "= None  # your number here" in code, code
 
 
+@pytest.mark.parametrize("source", SOURCES, ids=NAMES)
+def test_every_answer_variable_is_named_in_its_tasks_text(source):
+    """A number answer's variable (set to None in the stub) is named in the instructions right before its task,
+    so a student who reads the task (or only its nbgrader release) knows where the grader looks."""
+    instructions = ""
+    for cell in jupytext.read(source).cells:
+        if sources.role(cell) == "instructions":
+            instructions = cell.source
+        elif sources.role(cell) == "stub":
+            answers = sorted(name for name in sources.defined_names(cell.source) if name.startswith("answer_"))
+            assert [name for name in answers if f"`{name}`" not in instructions] == [], cell.metadata["task"]
+
+
 def markdown(source, tags):
     return nbformat.v4.new_markdown_cell(source, metadata={"tags": tags})
 
@@ -75,7 +88,7 @@ def valid_cells():
         code("import numpy as np", ["setup"]),
         code("def f(x):\n    raise NotImplementedError", ["stub", "remove-cell"], task="t"),
         code("def f(x):\n    return x", ["solution", "hide-input"], task="t"),
-        code("print(f(1))", ["public-check"], task="t"),
+        code("verdict = check_number(f(1), 1, 'f(1)')", ["public-check"], task="t"),
         code("assert f(2) == 2", ["hidden-test", "remove-cell"], task="t", grade_id="t-1", points=1),
     ]
 
@@ -100,6 +113,7 @@ def test_a_well_formed_homework_has_no_problems():
     (lambda cells: cells.append(code("assert True", ["hidden-test", "remove-cell"], task="t", grade_id="t-1",
                                      points=1)), "hw cell 6 repeats the grade_id 't-1'"),
     (lambda cells: cells.pop(5), "hw has no hidden tests"),
+    (lambda cells: setattr(cells[4], "source", "check_number(f(1), 1)"), "hw cell 4 (public-check) keeps no verdict"),
 ])
 def test_each_broken_convention_is_reported(change, words):
     cells = valid_cells()

@@ -1,10 +1,10 @@
 """Colab: every notebook opens with the install cell, and that cell makes a bare kernel able to run the book.
 
-The cell (tools/install_cell.py renders it from `_config.yml`) installs `attnbook[notebooks]` from the
-repository when the kernel lacks `attnbook` or `myst_nb`. The fallback is tested for real: a fresh
-virtual environment shaped like a Colab kernel (the scientific stack present, attnbook and myst-nb
-missing) runs the cell's exact code with ATTNBOOK_INSTALL_FROM pointing at a clean copy of the
-package, and then imports and uses the package.
+The cell (tools/install_cell.py renders it from `_config.yml`) installs `attnbook` from the repository
+when the kernel lacks it. The fallback is tested for real: a fresh virtual environment shaped like a Colab
+kernel (the scientific stack present, attnbook and myst-nb missing: the notebooks need no myst-nb) runs the
+cell's exact code with ATTNBOOK_INSTALL_FROM pointing at a clean copy of the package, and then imports and
+uses the package.
 """
 
 from __future__ import annotations
@@ -24,20 +24,21 @@ from packaging.requirements import Requirement
 from tools import ROOT, install_cell
 from tools.execution import notebook_sources
 
-MISSING_ON_COLAB = ("attnbook", "myst_nb")  # importable names; the rest of the stack is on Colab
+MISSING_ON_COLAB = ("attnbook", "myst_nb")  # importable names; the rest of the stack is on Colab (myst-nb: never needed)
 USE_THE_PACKAGE = """
+import importlib.util
+
 import numpy as np
+
 import attnbook
-import myst_nb
 from attnbook import scaled_dot_product_attention, softmax
-from myst_nb import glue
 
 weights = softmax(np.array([[0.0, np.log(3.0)]]))  # (1, 2)
 assert np.allclose(weights, [[0.25, 0.75]]), weights
 output, _ = scaled_dot_product_attention(np.eye(2), np.eye(2), np.arange(4.0).reshape(2, 2))  # (2, 2)
 assert output.shape == (2, 2)
+assert importlib.util.find_spec("myst_nb") is None, "the install cell brought myst-nb, which no notebook imports"
 print(attnbook.__file__)
-print(myst_nb.__file__)
 """
 
 
@@ -82,13 +83,11 @@ def test_the_cell_installs_from_the_repository_named_in_the_config():
         repository = yaml.safe_load(config)["repository"]
     code = jupytext.read(ROOT / "chapters" / "masks.ipynb").cells
     cell = next(c for c in code if c.cell_type == "code").source
-    requirement = Requirement(f"attnbook[{install_cell.EXTRA}] @ {install_cell.default_source()}")
+    requirement = Requirement(f"attnbook @ {install_cell.default_source()}")
     assert requirement.url == f"git+{repository['url']}@{repository['branch']}#subdirectory=code"
     assert f'"{requirement.url}"' in cell, "the notebook installs from another address than _config.yml names"
     project = tomllib.loads((ROOT / "code" / "pyproject.toml").read_text())["project"]
     assert project["name"] == requirement.name
-    extra = [Requirement(r).name for r in project["optional-dependencies"][install_cell.EXTRA]]
-    assert "myst-nb" in extra, "the notebooks extra does not bring myst-nb, whose glue the chapters import"
 
 
 def test_the_cell_does_nothing_where_the_book_is_installed():
@@ -112,7 +111,7 @@ def test_the_cell_installs_the_package_into_a_kernel_without_it(tmp_path, tracke
     result = subprocess.run([str(python), "-c", cell + "\n" + USE_THE_PACKAGE], env=env, capture_output=True,
                             text=True, timeout=600)
     seconds = time.perf_counter() - start
-    print(f"the install cell installed attnbook[notebooks] and ran it in {seconds:.1f} s")
+    print(f"the install cell installed attnbook and ran it in {seconds:.1f} s")
     assert result.returncode == 0, result.stderr[-3000:]
     venv = python.parent.parent
     for imported in result.stdout.split():

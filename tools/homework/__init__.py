@@ -5,7 +5,8 @@ role tag:
 
 - ``instructions`` (markdown), ``setup`` (imports every version runs),
 - ``stub`` (the student's starting code) directly followed by its ``solution`` (same names),
-- ``public-check`` (calls into ``attnbook.homework`` and prints a verdict),
+- ``public-check`` (calls into ``attnbook.homework``, prints a verdict and keeps it in ``verdict`` or
+  ``verdict_<name>``: the nbgrader export asserts them),
 - ``hidden-test`` (asserts; metadata ``grade_id`` and ``points``).
 
 Code cells other than setup name their ``task`` in the metadata, which ties a hidden test to the stub it

@@ -73,6 +73,15 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
+def verdict_names(source: str) -> list[str]:
+    """The names a public check keeps its verdicts in (``verdict``, ``verdict_w2``), in the order it sets them.
+
+    The nbgrader export's visible test asserts that every one of them passed."""
+    return list(dict.fromkeys(name for node in top_level_statements(source) if isinstance(node, ast.Assign)
+                              for target in node.targets for name in [getattr(target, "id", "")]
+                              if name == "verdict" or name.startswith("verdict_")))
+
+
 @functools.cache
 def package_functions(root: Path = ROOT) -> frozenset[str]:
     """Names of the functions the attnbook package defines at the top level of its modules.
@@ -168,6 +177,9 @@ def problems(notebook, name: str) -> list[str]:
                 if used:
                     found.append(f"{where}: the solution uses {', '.join(sorted(used))}, which its task "
                                  "asks students to write themselves")
+        if cell_role == "public-check" and not verdict_names(cell.source):
+            found.append(f"{where} (public-check) keeps no verdict: assign each check's result to verdict or "
+                         "verdict_<name> (the nbgrader export asserts them)")
         if cell_role == "solution" and (index == 0 or role(cells[index - 1]) != "stub"):
             found.append(f"{where} is a solution without a stub right before it")
         if cell_role == "hidden-test":
