@@ -24,9 +24,12 @@ settings.load_profile("attnbook")
 TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
 SKLEARN_MISSING = "scikit-learn is not installed; install it with `pip install scikit-learn==1.9.1`"
 TOKENIZERS_MISSING = "Hugging Face tokenizers is not installed; install it with `pip install tokenizers==0.23.3`"
+TRANSFORMERS_MISSING = ("Hugging Face transformers (or torch) is not installed; install them with "
+                        "`pip install torch==2.13.0 transformers==5.25.0`")
 # marker: (module to import, message when it is missing)
 OPTIONAL_REFERENCES = {"torch": ("torch", TORCH_MISSING), "sklearn": ("sklearn", SKLEARN_MISSING),
-                       "tokenizers": ("tokenizers", TOKENIZERS_MISSING)}
+                       "tokenizers": ("tokenizers", TOKENIZERS_MISSING),
+                       "transformers": ("transformers", TRANSFORMERS_MISSING)}
 
 
 def pytest_configure(config):
@@ -35,6 +38,8 @@ def pytest_configure(config):
                                        "it in CI")
     config.addinivalue_line("markers", "tokenizers: compares with Hugging Face tokenizers; skipped without it, "
                                        "failed without it in CI")
+    config.addinivalue_line("markers", "transformers: compares with a module of Hugging Face transformers; skipped "
+                                       "without it, failed without it in CI")
 
 
 def pytest_runtest_setup(item):

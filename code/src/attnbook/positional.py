@@ -28,6 +28,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",
+    "apply_rotary_halves",
     "rotary_decay_bound",
     "rotary_frequencies",
     "rotary_scores",
@@ -344,6 +345,44 @@ def apply_rotary(x, positions=None, frequencies=None) -> np.ndarray:
     theta = _checked_frequencies(frequencies, x.shape[-1])  # (d_head / 2,)
     p = _checked_positions(positions, x.shape[-2], "positions")  # (n,)
     return rotate(x, p[:, None] * theta[None, :])
+
+
+def apply_rotary_halves(x, positions=None, frequencies=None) -> np.ndarray:
+    r"""Rotary embedding in the half-split layout: pair :math:`i` is ``(x[i], x[i + d/2])``, not ``(x[2i], x[2i+1])``.
+
+    .. math:: x'_i + \mathrm{i}\, x'_{i + d/2} = e^{\mathrm{i} p\theta_i} (x_i + \mathrm{i}\, x_{i + d/2})
+
+    The layout of Hugging Face's ``rotate_half`` (Llama, Qwen, gpt-oss). It is :func:`apply_rotary` on the
+    coordinates reordered to interleaved pairs, then put back; a query and a key turned in the same layout
+    have the same dot product in either.
+
+    Parameters
+    ----------
+    x, positions, frequencies
+        As in :func:`apply_rotary`.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_head)``, each pair turned.
+
+    Examples
+    --------
+    >>> print(np.round(apply_rotary_halves(np.array([[1.0, 0.0], [1.0, 0.0]])), 4))   # d = 2: one pair either way
+    [[1.     0.    ]
+     [0.5403 0.8415]]
+    >>> x = np.arange(4.0)[None, :]
+    >>> apply_rotary_halves(x, positions=[0.0]).tolist()                                # position 0 turns nothing
+    [[0.0, 1.0, 2.0, 3.0]]
+    """
+    x = as_float_array(x, "x")  # (..., n, d_head)
+    check_min_ndim(x, "x", 2, "(..., n, d_head)")
+    d = x.shape[-1]
+    theta = _checked_frequencies(frequencies, d)  # (d_head / 2,)
+    p = _checked_positions(positions, x.shape[-2], "positions")  # (n,)
+    order = np.stack([np.arange(d // 2), np.arange(d // 2) + d // 2], axis=-1).reshape(d)  # (d_head,): 0, d/2, 1, ...
+    turned = rotate(x[..., order], p[:, None] * theta[None, :])  # (..., n, d_head): interleaved pairs turned
+    return turned[..., np.argsort(order)]  # (..., n, d_head): back to halves
 
 
 def rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
