@@ -34,11 +34,11 @@ def array(tensor) -> np.ndarray:
     return tensor.detach().numpy().copy()
 
 
-def rotary_tables(frequencies: np.ndarray, positions: np.ndarray, batch: int):
-    """``(cos, sin)`` as transformers' rotary classes return them, ``(batch, n, d)`` with the angles twice,
-    computed in float64 from the same frequencies the package is given."""
+def rotary_tables(frequencies: np.ndarray, positions: np.ndarray, batch: int, twice: bool = True):
+    """``(cos, sin)`` as transformers' rotary classes return them, ``(batch, n, d)`` with the angles twice
+    (``(batch, n, d / 2)``, once, for gpt-oss), computed in float64 from the frequencies the package is given."""
     angles = positions[:, None] * frequencies[None, :]  # (n, d / 2)
-    angles = np.concatenate([angles, angles], axis=-1)  # (n, d)
+    angles = np.concatenate([angles, angles], axis=-1) if twice else angles  # (n, d)
     cos, sin = (torch.tensor(np.broadcast_to(f(angles), (batch,) + angles.shape).copy()) for f in (np.cos, np.sin))
     return cos, sin
 
