@@ -113,11 +113,13 @@ def sink_attention(q, k, v, sinks, mask=None, scale=None) -> AttentionResult:
 
     Parameters
     ----------
-    q, k, v, mask, scale
+    q, k, v
         As in :func:`attnbook.scaled_dot_product_attention`.
     sinks : array_like
         The sink logits, broadcasting against the leading (batch, head) dimensions of ``q``: ``(n_heads,)``
         for ``q`` of shape ``(batch, n_heads, n_q, d_k)``.
+    mask, scale
+        As in :func:`attnbook.scaled_dot_product_attention`.
 
     Returns
     -------
