@@ -6,9 +6,15 @@ the queries by ``1 / sqrt(d_k)``, as the package's default scale does."""
 import numpy as np
 import pytest
 
-from attnbook.recent.delta import delta_rule_chunked, delta_rule_recurrent, l2_normalize
+from attnbook.recent.delta import (
+    GatedDeltaNetWeights,
+    delta_rule_chunked,
+    delta_rule_recurrent,
+    gated_deltanet,
+    l2_normalize,
+)
 
-from .conftest import array, torch
+from .conftest import array, matrix, torch
 
 BATCH, HEADS, N, D_K, D_V = 2, 3, 11, 8, 6
 
@@ -94,3 +100,31 @@ def test_log_decays_above_zero_and_misshapen_gates_are_refused():
         delta_rule_chunked(q, k, v, beta, g[..., :4])
     with pytest.raises(ValueError, match="beta has shape"):
         delta_rule_recurrent(q, k, v, beta[..., :3])
+
+
+@pytest.mark.transformers
+def test_the_gated_deltanet_layer_equals_qwen3_next_gated_deltanet_in_float64(float64_reference):
+    from transformers import Qwen3NextConfig
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    d_model, n_k, n_v, d_k, d_v = 32, 2, 4, 8, 6
+    config = Qwen3NextConfig(hidden_size=d_model, linear_num_key_heads=n_k, linear_num_value_heads=n_v,
+                             linear_key_head_dim=d_k, linear_value_head_dim=d_v, linear_conv_kernel_dim=4,
+                             num_hidden_layers=1, layer_types=["linear_attention"])
+    module = Qwen3NextGatedDeltaNet(config, layer_idx=0).double().eval()
+    with torch.no_grad():
+        module.dt_bias.normal_(0.0, 1.0)
+        module.norm.weight.uniform_(0.5, 1.5)
+    group = n_v // n_k
+    qkvz = matrix(module.in_proj_qkvz).reshape(d_model, n_k, 2 * d_k + 2 * group * d_v)  # per key head: q, k, v, z
+    ba = matrix(module.in_proj_ba).reshape(d_model, n_k, 2 * group)  # per key head: b, a
+    cuts = np.cumsum([d_k, d_k, group * d_v])
+    q, k, v, z = (part.reshape(d_model, -1) for part in np.split(qkvz, cuts, axis=-1))
+    weights = GatedDeltaNetWeights(q, k, v, z, ba[..., :group].reshape(d_model, n_v), ba[..., group:].reshape(d_model, n_v),
+                                   array(module.conv1d.weight)[:, 0], array(module.A_log), array(module.dt_bias),
+                                   array(module.norm.weight), matrix(module.out_proj))
+    x = np.random.default_rng(5).standard_normal((2, 11, d_model))
+    with torch.no_grad():
+        expected = array(module(torch.tensor(x)))
+    ours = gated_deltanet(x, weights, n_k, n_v, chunk_size=4)
+    assert np.max(np.abs(ours - expected)) <= 1e-10

@@ -21,9 +21,61 @@ from typing import NamedTuple
 import numpy as np
 
 from ..attention import check_scale
-from ..validation import as_float_array, boundary, broadcast_batch_shapes, check_min_ndim, check_positive_int
+from ..modern import rms_norm
+from ..validation import (
+    Array,
+    Dims,
+    as_float_array,
+    boundary,
+    broadcast_batch_shapes,
+    check_min_ndim,
+    check_positive_int,
+    check_weights,
+)
 
-__all__ = ["DeltaRuleResult", "delta_rule_chunked", "delta_rule_recurrent", "l2_normalize"]
+__all__ = ["DeltaRuleResult", "GatedDeltaNetWeights", "delta_rule_chunked", "delta_rule_recurrent", "gated_deltanet",
+           "init_gated_deltanet", "l2_normalize"]
+
+
+class GatedDeltaNetWeights(NamedTuple):
+    """Weights of Qwen3-Next's Gated DeltaNet layer, in the row-vector convention ``y = x W`` (no biases).
+
+    Attributes
+    ----------
+    w_q, w_k : ndarray
+        ``(d_model, n_k_heads d_k)`` the queries and keys.
+    w_v, w_z : ndarray
+        ``(d_model, n_v_heads d_v)`` the values and the output gates' logits.
+    w_beta, w_alpha : ndarray
+        ``(d_model, n_v_heads)`` the write strengths' and the decays' logits.
+    conv : ndarray
+        ``(d_conv, kernel)`` the depthwise causal convolution of the queries, keys and values (channels in
+        that order, ``d_conv = 2 n_k_heads d_k + n_v_heads d_v``); tap ``kernel - 1`` reads the current token.
+    a_log, dt_bias : ndarray
+        ``(n_v_heads,)`` the decay rate's log and the bias of its softplus.
+    norm : ndarray
+        ``(d_v,)`` the gain of the RMSNorm of each head's output.
+    w_o : ndarray
+        ``(n_v_heads d_v, d_model)`` the output projection.
+
+    Examples
+    --------
+    >>> w = init_gated_deltanet(16, n_k_heads=2, n_v_heads=4, d_k=4, d_v=3, kernel=4)
+    >>> w.conv.shape, w.w_beta.shape
+    ((28, 4), (16, 4))
+    """
+
+    w_q: Array["d_model, d_qk"]
+    w_k: Array["d_model, d_qk"]
+    w_v: Array["d_model, d_vz"]
+    w_z: Array["d_model, d_vz"]
+    w_beta: Array["d_model, n_v_heads"]
+    w_alpha: Array["d_model, n_v_heads"]
+    conv: Array["d_conv, kernel"]
+    a_log: Array["n_v_heads"]
+    dt_bias: Array["n_v_heads"]
+    norm: Array["d_v"]
+    w_o: Array["d_vz, d_model"]
 
 
 class DeltaRuleResult(NamedTuple):
@@ -243,3 +295,127 @@ def delta_rule_chunked(q, k, v, beta, g=None, chunk_size: int = 64, scale=None, 
         to_end = np.exp(log_gamma[..., -1:, :] - log_gamma) * k_c  # (..., C, d_k): Gamma_{C/s} k_s
         state = np.exp(log_gamma[..., -1, :])[..., :, None] * state + np.swapaxes(to_end, -1, -2) @ u  # (..., d_k, d_v)
     return DeltaRuleResult(outputs, state)
+
+
+def init_gated_deltanet(d_model: int, n_k_heads: int, n_v_heads: int, d_k: int, d_v: int, kernel: int = 4,
+                        seed: int = 0) -> GatedDeltaNetWeights:
+    """Seeded weights of a Gated DeltaNet layer: normal matrices of variance ``1 / fan_in``, decay rates in [1, 16].
+
+    Parameters
+    ----------
+    d_model : int
+        The model width.
+    n_k_heads, n_v_heads : int
+        The query-key heads and the value heads (a multiple: each query-key head serves a group of value heads).
+    d_k, d_v : int
+        Each head's key and value widths.
+    kernel : int, optional
+        Taps of the causal convolution; default 4 (Qwen3-Next's).
+    seed : int, optional
+        Seed of the weights; default 0.
+
+    Returns
+    -------
+    GatedDeltaNetWeights
+        The weights of :func:`gated_deltanet`.
+
+    Examples
+    --------
+    >>> init_gated_deltanet(8, 1, 2, 4, 2).w_o.shape
+    (4, 8)
+    """
+    d_model, n_k_heads, n_v_heads, d_k, d_v, kernel = (check_positive_int(v, name) for v, name in (
+        (d_model, "d_model"), (n_k_heads, "n_k_heads"), (n_v_heads, "n_v_heads"), (d_k, "d_k"), (d_v, "d_v"),
+        (kernel, "kernel")))
+    if n_v_heads % n_k_heads:
+        raise ValueError(f"n_v_heads = {n_v_heads} must be a multiple of n_k_heads = {n_k_heads}")
+    rng = np.random.default_rng(seed)
+    d_qk, d_vz = n_k_heads * d_k, n_v_heads * d_v
+    w_q, w_k = rng.standard_normal((2, d_model, d_qk)) / np.sqrt(d_model)  # (d_model, d_qk) each
+    w_v, w_z = rng.standard_normal((2, d_model, d_vz)) / np.sqrt(d_model)  # (d_model, d_vz) each
+    w_beta, w_alpha = rng.standard_normal((2, d_model, n_v_heads)) / np.sqrt(d_model)  # (d_model, n_v_heads) each
+    conv = rng.standard_normal((2 * d_qk + d_vz, kernel)) / np.sqrt(kernel)  # (d_conv, kernel)
+    return GatedDeltaNetWeights(w_q, w_k, w_v, w_z, w_beta, w_alpha, conv, np.log(rng.uniform(1, 16, n_v_heads)),
+                                np.ones(n_v_heads), np.ones(d_v), rng.standard_normal((d_vz, d_model)) / np.sqrt(d_vz))
+
+
+def _deltanet_arguments(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: int, chunk_size: int = 64,
+                        eps: float = 1e-6) -> tuple:
+    x = as_float_array(x, "x", layout="(..., n, d_model)")  # (..., n, d_model)
+    n_k_heads, n_v_heads = check_positive_int(n_k_heads, "n_k_heads"), check_positive_int(n_v_heads, "n_v_heads")
+    if n_v_heads % n_k_heads:
+        raise ValueError(f"n_v_heads = {n_v_heads} must be a multiple of n_k_heads = {n_k_heads}")
+    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"), n_v_heads=(n_v_heads, f"n_v_heads = {n_v_heads}"))
+    weights = check_weights(weights, GatedDeltaNetWeights, "weights", dims, see="init_gated_deltanet")
+    d_qk, d_vz = weights.w_q.shape[1], weights.w_v.shape[1]
+    if d_qk % n_k_heads or d_vz != n_v_heads * weights.norm.shape[0] or weights.conv.shape[0] != 2 * d_qk + d_vz:
+        raise ValueError(f"the widths do not fit the heads: w_q has {d_qk} columns for {n_k_heads} heads, w_v {d_vz} "
+                         f"for {n_v_heads} heads of {weights.norm.shape[0]} (norm), conv {weights.conv.shape[0]} "
+                         f"channels for 2 * {d_qk} + {d_vz}")
+    return x, weights, n_k_heads, n_v_heads, check_positive_int(chunk_size, "chunk_size"), eps
+
+
+@boundary(_deltanet_arguments)
+def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: int, chunk_size: int = 64,
+                   eps: float = 1e-6) -> np.ndarray:
+    r"""Qwen3-Next's Gated DeltaNet layer: a short causal convolution, the gated delta rule, a gated RMSNorm.
+
+    .. math::
+        [q_t, k_t, v_t] = \operatorname{SiLU}igl(\operatorname{conv}([x W_Q, x W_K, x W_V])_tigr), \quad
+        eta_t = \sigma(x_t W_eta), \quad g_t = -e^{A}\, \operatorname{softplus}(x_t W_lpha + b_{dt}),
+
+        o_t = 	ext{the gated delta rule of } (\hat q_t, \hat k_t, v_t, eta_t, g_t), \qquad
+        y_t = igl[\operatorname{RMS}(o_{h,t}) \odot \operatorname{SiLU}(x_t W_{Z,h})igr]_h W_O
+
+    per value head :math:`h` (:func:`delta_rule_chunked`), with :math:`\hat q, \hat k` the L2-normalised
+    queries and keys of the query-key head that serves :math:`h` (heads ``h // (n_v_heads / n_k_heads)``).
+    The state per value head is ``d_k x d_v`` numbers, whatever the length: the layer's whole cache, with the
+    convolution's last ``kernel - 1`` inputs.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the sequence.
+    weights : GatedDeltaNetWeights
+        See :func:`init_gated_deltanet`.
+    n_k_heads, n_v_heads : int
+        The query-key heads and the value heads.
+    chunk_size : int, optional
+        As in :func:`delta_rule_chunked`; default 64.
+    eps : float, optional
+        The ``eps`` of the L2 normalisation and of the RMSNorm; default ``1e-6``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_model)``.
+
+    Examples
+    --------
+    >>> w = init_gated_deltanet(16, n_k_heads=2, n_v_heads=4, d_k=4, d_v=3)
+    >>> x = np.random.default_rng(0).standard_normal((2, 6, 16))
+    >>> y = gated_deltanet(x, w, 2, 4)
+    >>> y.shape, bool(np.allclose(gated_deltanet(x[:, :4], w, 2, 4), y[:, :4]))       # causal
+    ((2, 6, 16), True)
+    """
+    n, d_qk, kernel = x.shape[-2], weights.w_q.shape[1], weights.conv.shape[1]
+    mixed = np.concatenate([x @ weights.w_q, x @ weights.w_k, x @ weights.w_v], axis=-1)  # (..., n, d_conv)
+    padded = np.concatenate([np.zeros(mixed.shape[:-2] + (kernel - 1, mixed.shape[-1])), mixed], axis=-2)  # (..., n + K - 1, d_conv)
+    conv = sum(weights.conv[:, j] * padded[..., j:j + n, :] for j in range(kernel))  # (..., n, d_conv): depthwise, causal
+    conv = conv / (1.0 + np.exp(-conv))  # (..., n, d_conv): SiLU
+    group, d_v = n_v_heads // n_k_heads, weights.norm.shape[0]
+
+    def heads(y: np.ndarray, count: int) -> np.ndarray:
+        return np.swapaxes(y.reshape(*y.shape[:-1], count, -1), -3, -2)  # (..., count, n, d)
+
+    q = np.repeat(l2_normalize(heads(conv[..., :d_qk], n_k_heads), eps), group, axis=-3)  # (..., h_v, n, d_k)
+    k = np.repeat(l2_normalize(heads(conv[..., d_qk:2 * d_qk], n_k_heads), eps), group, axis=-3)  # (..., h_v, n, d_k)
+    v = heads(conv[..., 2 * d_qk:], n_v_heads)  # (..., h_v, n, d_v)
+    beta = np.swapaxes(1.0 / (1.0 + np.exp(-(x @ weights.w_beta))), -1, -2)  # (..., h_v, n): write strengths
+    softplus = np.logaddexp(0.0, x @ weights.w_alpha + weights.dt_bias)  # (..., n, h_v)
+    g = np.swapaxes(-np.exp(weights.a_log) * softplus, -1, -2)[..., None]  # (..., h_v, n, 1): log-decays
+    start = np.zeros(x.shape[:-2] + (n_v_heads, q.shape[-1], d_v))  # (..., h_v, d_k, d_v): an empty memory
+    o = delta_rule_chunked.unchecked(q, k, v, beta, g, chunk_size, 1.0 / np.sqrt(q.shape[-1]), start).outputs  # (..., h_v, n, d_v)
+    z = heads(x @ weights.w_z, n_v_heads)  # (..., h_v, n, d_v)
+    gated = rms_norm.unchecked(o, weights.norm, eps) * z / (1.0 + np.exp(-z))  # (..., h_v, n, d_v): RMS(o) * SiLU(z)
+    return np.swapaxes(gated, -3, -2).reshape(*x.shape[:-1], -1) @ weights.w_o  # (..., n, d_model)
