@@ -54,6 +54,26 @@ def test_the_delta_rule_equals_qwen3_next_reference_kernels_in_float64(kernel, f
         assert np.max(np.abs(ours.state - array(expected_state))) <= 1e-10
 
 
+@pytest.mark.transformers
+@pytest.mark.parametrize("kernel", ["recurrent", "chunk"])
+def test_the_per_channel_delta_rule_equals_kimi_delta_attention_kernels_in_float64(kernel, float64_reference):
+    from transformers.models.kimi_linear import modeling_kimi_linear as reference
+
+    q, k, v, beta, g, state = inputs(seed=6, per_channel=True)  # one log-decay per token and key channel
+    arguments = dict(initial_state=torch.tensor(state), output_final_state=True, use_qk_l2norm_in_kernel=True)
+    if kernel == "chunk":
+        arguments["chunk_size"] = 4
+    function = getattr(reference, f"{kernel}_kimi_delta_attention")
+    with torch.no_grad():
+        expected, expected_state = function(*as_reference(q, k, v, g, beta), **arguments)  # g before beta
+    expected = np.moveaxis(array(expected), 1, 2)  # (batch, heads, n, d_v)
+    qn, kn = l2_normalize(q), l2_normalize(k)
+    for ours in (delta_rule_recurrent(qn, kn, v, beta, g, initial_state=state),
+                 delta_rule_chunked(qn, kn, v, beta, g, chunk_size=4, initial_state=state)):
+        assert np.max(np.abs(ours.outputs - expected)) <= 1e-10
+        assert np.max(np.abs(ours.state - array(expected_state))) <= 1e-10
+
+
 @pytest.mark.parametrize("chunk_size", [1, 3, 4, 11, 64])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_the_chunked_form_equals_the_recurrent_form(chunk_size, per_channel):
