@@ -18,8 +18,6 @@ from attnbook.recent.latent import (
 
 from .conftest import additive_mask, array, matrix, rotary_tables, torch
 
-pytestmark = pytest.mark.transformers
-
 HEADS, Q_RANK, KV_RANK, D_NOPE, D_ROPE, D_V, D_MODEL = 4, 16, 8, 6, 4, 5, 32
 
 
@@ -48,6 +46,7 @@ def causal(n_q, n_k):
     return np.arange(n_k)[None, :] <= np.arange(n_k - n_q, n_k)[:, None]
 
 
+@pytest.mark.transformers
 def test_latent_attention_equals_deepseek_v3_attention_in_float64(float64_reference):
     _, module, weights, frequencies = reference_attention()
     batch, n = 3, 7
@@ -61,6 +60,7 @@ def test_latent_attention_equals_deepseek_v3_attention_in_float64(float64_refere
     assert np.max(np.abs(ours.weights - array(expected_weights))) <= 1e-10
 
 
+@pytest.mark.transformers
 def test_absorbed_latent_attention_equals_deepseek_v3_attention_in_float64(float64_reference):
     _, module, weights, frequencies = reference_attention()
     batch, n = 2, 6
@@ -72,6 +72,7 @@ def test_absorbed_latent_attention_equals_deepseek_v3_attention_in_float64(float
     assert np.max(np.abs(ours.output - array(expected))) <= 1e-10
 
 
+@pytest.mark.transformers
 def test_decoding_with_the_latent_cache_equals_deepseek_v3_attention_with_its_cache(float64_reference):
     from transformers import DynamicCache
 
