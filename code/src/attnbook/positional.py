@@ -29,6 +29,7 @@ __all__ = [
     "alibi_slopes",
     "apply_rotary",
     "apply_rotary_halves",
+    "check_rotary_positions",
     "rotary_decay_bound",
     "rotary_frequencies",
     "rotary_scores",
@@ -306,6 +307,43 @@ def _checked_frequencies(frequencies, d_head: int) -> np.ndarray:
         raise ValueError(f"frequencies has shape {frequencies.shape}; expected one per pair of coordinates, "
                          f"({d_head // 2},)")
     return frequencies
+
+
+def check_rotary_positions(positions, frequencies, n: int, d_rotary: int, start: int = 0) -> tuple:
+    """The positions ``(n,)`` of ``n`` tokens and the frequencies ``(d_rotary / 2,)`` of a layer's rotary part.
+
+    Parameters
+    ----------
+    positions : array_like or None
+        ``(n,)`` the tokens' positions, or None for ``start, .., start + n - 1``.
+    frequencies : array_like or None
+        ``(d_rotary / 2,)`` the angular frequencies, or None for ``rotary_frequencies(d_rotary)``.
+    n, d_rotary : int
+        The number of tokens and the (even) width that turns; 0 turns nothing (frequencies None).
+    start : int, optional
+        The first default position (the tokens already cached); default 0.
+
+    Returns
+    -------
+    tuple
+        ``(positions, frequencies)`` checked.
+
+    Examples
+    --------
+    >>> p, f = check_rotary_positions(None, None, 3, 4, start=2)
+    >>> p.tolist(), f.tolist()
+    ([2.0, 3.0, 4.0], [1.0, 0.01])
+    >>> check_rotary_positions([0.0, 1.0], None, 3, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: positions has shape (2,); expected one position per row, (3,)
+    """
+    if positions is None:
+        positions = np.arange(start, start + n, dtype=np.float64)  # (n,)
+    positions = _checked_positions(positions, n, "positions")  # (n,)
+    if d_rotary == 0:
+        return positions, None
+    return positions, _checked_frequencies(frequencies, d_rotary)  # (n,), (d_rotary / 2,)
 
 
 def apply_rotary(x, positions=None, frequencies=None) -> np.ndarray:

@@ -50,7 +50,8 @@ CACHE_KINDS = ("mha", "gqa", "mqa", "mla")
 
 #: DeepSeek-V3's published attention sizes (the model hyper-parameters of its technical report, DeepSeek-AI
 #: 2024; the defaults of ``transformers.DeepseekV3Config``, checked by code/tests/recent/test_cache_sizes.py):
-#: 61 layers, 128 heads, each with a 128-wide content key, a 64-wide rotary key and a 128-wide value, and a 512-wide latent.
+#: 61 layers, 128 heads, each with a 128-wide content key, a 64-wide rotary key and a 128-wide value, and a
+#: 512-wide latent.
 DEEPSEEK_V3 = {"n_layers": 61, "n_heads": 128, "d_nope": 128, "d_rope": 64, "d_v": 128, "kv_rank": 512,
                "q_rank": 1536}
 

@@ -100,7 +100,9 @@ class DeltaRuleResult(NamedTuple):
 
 
 def l2_normalize(x, eps: float = 1e-6) -> np.ndarray:
-    r"""Each row divided by its length, as Gated DeltaNet's queries and keys are: :math:`x / \sqrt{\lVert x\rVert^2 + \epsilon}`.
+    r"""Each row divided by its length, as Gated DeltaNet's queries and keys are.
+
+    .. math:: \hat x = x / \sqrt{\lVert x\rVert^2 + \epsilon}
 
     Parameters
     ----------
@@ -345,7 +347,8 @@ def _deltanet_arguments(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_he
     n_k_heads, n_v_heads = check_positive_int(n_k_heads, "n_k_heads"), check_positive_int(n_v_heads, "n_v_heads")
     if n_v_heads % n_k_heads:
         raise ValueError(f"n_v_heads = {n_v_heads} must be a multiple of n_k_heads = {n_k_heads}")
-    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"), n_v_heads=(n_v_heads, f"n_v_heads = {n_v_heads}"))
+    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"),
+                n_v_heads=(n_v_heads, f"n_v_heads = {n_v_heads}"))
     weights = check_weights(weights, GatedDeltaNetWeights, "weights", dims, see="init_gated_deltanet")
     d_qk, d_vz = weights.w_q.shape[1], weights.w_v.shape[1]
     if d_qk % n_k_heads or d_vz != n_v_heads * weights.norm.shape[0] or weights.conv.shape[0] != 2 * d_qk + d_vz:
@@ -400,8 +403,9 @@ def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: 
     """
     n, d_qk, kernel = x.shape[-2], weights.w_q.shape[1], weights.conv.shape[1]
     mixed = np.concatenate([x @ weights.w_q, x @ weights.w_k, x @ weights.w_v], axis=-1)  # (..., n, d_conv)
-    padded = np.concatenate([np.zeros(mixed.shape[:-2] + (kernel - 1, mixed.shape[-1])), mixed], axis=-2)  # (..., n + K - 1, d_conv)
-    conv = sum(weights.conv[:, j] * padded[..., j:j + n, :] for j in range(kernel))  # (..., n, d_conv): depthwise, causal
+    before = np.zeros(mixed.shape[:-2] + (kernel - 1, mixed.shape[-1]))  # (..., K - 1, d_conv): nothing before t = 0
+    padded = np.concatenate([before, mixed], axis=-2)  # (..., n + K - 1, d_conv)
+    conv = sum(weights.conv[:, j] * padded[..., j:j + n, :] for j in range(kernel))  # (..., n, d_conv): depthwise
     conv = conv / (1.0 + np.exp(-conv))  # (..., n, d_conv): SiLU
     group, d_v = n_v_heads // n_k_heads, weights.norm.shape[0]
 
@@ -415,7 +419,8 @@ def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: 
     softplus = np.logaddexp(0.0, x @ weights.w_alpha + weights.dt_bias)  # (..., n, h_v)
     g = np.swapaxes(-np.exp(weights.a_log) * softplus, -1, -2)[..., None]  # (..., h_v, n, 1): log-decays
     start = np.zeros(x.shape[:-2] + (n_v_heads, q.shape[-1], d_v))  # (..., h_v, d_k, d_v): an empty memory
-    o = delta_rule_chunked.unchecked(q, k, v, beta, g, chunk_size, 1.0 / np.sqrt(q.shape[-1]), start).outputs  # (..., h_v, n, d_v)
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    o = delta_rule_chunked.unchecked(q, k, v, beta, g, chunk_size, scale, start).outputs  # (..., h_v, n, d_v)
     z = heads(x @ weights.w_z, n_v_heads)  # (..., h_v, n, d_v)
     gated = rms_norm.unchecked(o, weights.norm, eps) * z / (1.0 + np.exp(-z))  # (..., h_v, n, d_v): RMS(o) * SiLU(z)
     return np.swapaxes(gated, -3, -2).reshape(*x.shape[:-1], -1) @ weights.w_o  # (..., n, d_model)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..modern import rms_norm
 from ..multihead import attend_grouped, check_kv_heads
-from ..positional import apply_rotary_halves, rotary_frequencies
+from ..positional import apply_rotary_halves, check_rotary_positions
 from ..validation import Array, Dims, as_float_array, boundary, check_positive_int, check_weights
 
 __all__ = ["GatedAttentionResult", "GatedAttentionWeights", "gated_attention", "init_gated_attention"]
@@ -83,7 +83,8 @@ class GatedAttentionResult(NamedTuple):
     gate: np.ndarray  # (..., h, n, d_head)
 
 
-def init_gated_attention(d_model: int, n_heads: int, n_kv_heads: int, d_head: int, seed: int = 0) -> GatedAttentionWeights:
+def init_gated_attention(d_model: int, n_heads: int, n_kv_heads: int, d_head: int,
+                         seed: int = 0) -> GatedAttentionWeights:
     """Seeded weights of gated attention: normal matrices of variance ``1 / fan_in``, norm gains of 1.
 
     Parameters
@@ -132,15 +133,7 @@ def _gated_arguments(x, weights: GatedAttentionWeights, n_heads: int, n_kv_heads
     if rotary_dim % 2 or rotary_dim > d_head:
         raise ValueError(f"rotary_dim must be even and at most d_head = {d_head}, got {rotary_dim}")
     n = x.shape[-2]
-    positions = np.arange(n, dtype=np.float64) if positions is None else as_float_array(positions, "positions")
-    if positions.shape != (n,):
-        raise ValueError(f"positions has shape {positions.shape}; expected one position per token of x, ({n},)")
-    if rotary_dim and frequencies is None:
-        frequencies = rotary_frequencies(rotary_dim)  # (rotary_dim / 2,)
-    if frequencies is not None:
-        frequencies = as_float_array(frequencies, "frequencies")  # (rotary_dim / 2,)
-        if frequencies.shape != (rotary_dim // 2,):
-            raise ValueError(f"frequencies has shape {frequencies.shape}; expected ({rotary_dim // 2},)")
+    positions, frequencies = check_rotary_positions(positions, frequencies, n, rotary_dim)
     mask = np.tri(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)  # (..., n, n)
     if mask.shape[-2:] != (n, n):
         raise ValueError(f"mask has shape {mask.shape}; expected (..., {n}, {n})")
@@ -156,6 +149,17 @@ def heads_of(y: np.ndarray, n_heads: int) -> np.ndarray:
     [[[0.0, 1.0]], [[2.0, 3.0]]]
     """
     return np.swapaxes(y.reshape(*y.shape[:-1], n_heads, -1), -3, -2)  # (..., h, n, d)
+
+
+def partial_rotary(x: np.ndarray, positions: np.ndarray, frequencies: np.ndarray) -> np.ndarray:
+    """Unchecked kernel: turn the first ``2 len(frequencies)`` coordinates of each row (half-split layout), keep the rest.
+
+    >>> partial_rotary(np.array([[1.0, 0.0, 5.0]]), np.array([np.pi / 2]), np.array([1.0])).round(6).tolist()
+    [[0.0, 1.0, 5.0]]
+    """
+    d_rotary = 2 * frequencies.size
+    turned = apply_rotary_halves(x[..., :d_rotary], positions, frequencies)  # (..., n, d_rotary)
+    return np.concatenate([turned, x[..., d_rotary:]], axis=-1)  # (..., n, d)
 
 
 @boundary(_gated_arguments)
@@ -217,10 +221,10 @@ def gated_attention(x, weights: GatedAttentionWeights, n_heads: int, n_kv_heads:
     k = rms_norm.unchecked(heads_of(x @ weights.w_k, n_kv_heads), weights.k_norm, eps)  # (..., g, n, d_head)
     v = heads_of(x @ weights.w_v, n_kv_heads)  # (..., g, n, d_head)
     if rotary_dim:
-        turn = apply_rotary_halves  # Qwen3-Next's layout: pair i is (i, i + rotary_dim / 2)
-        q = np.concatenate([turn(q[..., :rotary_dim], positions, frequencies), q[..., rotary_dim:]], -1)  # (..., h, n, d_head)
-        k = np.concatenate([turn(k[..., :rotary_dim], positions, frequencies), k[..., rotary_dim:]], -1)  # (..., g, n, d_head)
+        q = partial_rotary(q, positions, frequencies)  # (..., h, n, d_head)
+        k = partial_rotary(k, positions, frequencies)  # (..., g, n, d_head)
     heads, attention = attend_grouped(q, k, v, mask, 1.0 / math.sqrt(d_head))  # (..., h, n, d_head), (..., h, n, n)
-    gate = 1.0 / (1.0 + np.exp(-heads_of(x @ weights.w_gate, n_heads))) if gated else np.ones_like(heads)  # (..., h, n, d_head)
+    logits = heads_of(x @ weights.w_gate, n_heads)  # (..., h, n, d_head)
+    gate = 1.0 / (1.0 + np.exp(-logits)) if gated else np.ones_like(heads)  # (..., h, n, d_head): sigma, in (0, 1)
     merged = np.swapaxes(heads * gate, -3, -2).reshape(*x.shape[:-1], -1)  # (..., n, h d_head)
     return GatedAttentionResult(merged @ weights.w_o, attention, gate)  # (..., n, d_model)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..attention import check_scale, scaled_dot_product_attention
 from ..modern import rms_norm
-from ..positional import rotary_frequencies, rotate
+from ..positional import check_rotary_positions, rotate
 from ..validation import Array, Dims, as_float_array, boundary, check_positive_int, check_weights
 
 __all__ = [
@@ -196,15 +196,7 @@ def _latent_arguments(x, weights: LatentAttentionWeights, n_heads: int, cache: L
             raise ValueError(f"cache has latent {latent.shape} and rope_key {rope_key.shape}; with x of shape "
                              f"{x.shape} expected {batch + ('t', kv_rank)} and {batch + ('t', d_rope)}")
         cache, t_past = LatentCache(latent, rope_key), latent.shape[-2]
-    n = x.shape[-2]
-    positions = np.arange(t_past, t_past + n, dtype=np.float64) if positions is None else as_float_array(
-        positions, "positions")  # (n,)
-    if positions.shape != (n,):
-        raise ValueError(f"positions has shape {positions.shape}; expected one position per token of x, ({n},)")
-    frequencies = rotary_frequencies(d_rope) if frequencies is None else as_float_array(frequencies, "frequencies")
-    if frequencies.shape != (d_rope // 2,):
-        raise ValueError(f"frequencies has shape {frequencies.shape}; expected one per pair of the rotary key, "
-                         f"({d_rope // 2},)")
+    positions, frequencies = check_rotary_positions(positions, frequencies, x.shape[-2], d_rope, start=t_past)
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
         raise ValueError(f"eps must be a number at least 0, got {eps!r}")
     return x, weights, n_heads, cache, positions, frequencies, check_scale(scale, d_nope + d_rope), eps
@@ -301,7 +293,8 @@ def latent_attention(x, weights: LatentAttentionWeights, n_heads: int, cache: La
     kv = cache.latent @ weights.w_ukv  # (..., t, h (d_nope + d_v)): every head's key and value, expanded
     kv = np.swapaxes(kv.reshape(*kv.shape[:-1], n_heads, -1), -3, -2)  # (..., h, t, d_nope + d_v)
     k_nope, v = kv[..., :-d_v], kv[..., -d_v:]  # (..., h, t, d_nope), (..., h, t, d_v)
-    rope_key = np.broadcast_to(cache.rope_key[..., None, :, :], k_nope.shape[:-1] + cache.rope_key.shape[-1:])  # (..., h, t, d_rope)
+    shared = cache.rope_key[..., None, :, :]  # (..., 1, t, d_rope): one rotary key for every head
+    rope_key = np.broadcast_to(shared, k_nope.shape[:-1] + shared.shape[-1:])  # (..., h, t, d_rope)
     q = np.concatenate([q_nope, q_rope], axis=-1)  # (..., h, n, d_nope + d_rope)
     k = np.concatenate([k_nope, rope_key], axis=-1)  # (..., h, t, d_nope + d_rope)
     mask = _causal(x.shape[-2], k.shape[-2])  # (n, t)
@@ -358,7 +351,8 @@ def absorbed_latent_attention(x, weights: LatentAttentionWeights, n_heads: int, 
     k = np.concatenate([cache.latent, cache.rope_key], axis=-1)[..., None, :, :]  # (..., 1, t, kv_rank + d_rope)
     v = cache.latent[..., None, :, :]  # (..., 1, t, kv_rank): one key and value for all heads
     mask = _causal(x.shape[-2], k.shape[-2])  # (n, t)
-    mixed, attention = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)  # (..., h, n, kv_rank), (..., h, n, t)
+    mixed, attention = scaled_dot_product_attention.unchecked(q, k, v, mask,
+                                                              scale)  # (..., h, n, kv_rank), (..., h, n, t)
     w_o = weights.w_o.reshape(n_heads, d_v, -1)  # (h, d_v, d_model)
     w_out = np.moveaxis(w_uv, 1, 0) @ w_o  # (h, kv_rank, d_model): W_UV folded into the output
     output = np.einsum("...hnr,hrd->...nd", mixed, w_out)  # (..., n, d_model): summed over the heads

@@ -21,9 +21,18 @@ import numpy as np
 from ..attention import AttentionResult, check_attention_inputs
 from ..masks import banded_mask
 from ..multihead import check_kv_heads
-from ..positional import apply_rotary_halves, rotary_frequencies
+from ..positional import apply_rotary_halves, check_rotary_positions
 from ..softmax import softmax_rows
-from ..validation import Array, Dims, as_float_array, boundary, broadcast_batch_shapes, check_positive_int, check_weights
+from ..validation import (
+    Array,
+    Dims,
+    as_float_array,
+    boundary,
+    broadcast_batch_shapes,
+    check_positive_int,
+    check_weights,
+)
+from .gated import init_gated_attention
 
 __all__ = ["SinkAttentionWeights", "init_sink_attention", "sink_attention", "sink_grouped_attention"]
 
@@ -60,15 +69,14 @@ class SinkAttentionWeights(NamedTuple):
     sinks: Array["n_heads"]
 
 
-def init_sink_attention(d_model: int, n_heads: int, n_kv_heads: int, d_head: int, seed: int = 0) -> SinkAttentionWeights:
-    """Seeded weights of gpt-oss's attention: normal matrices of variance ``1 / fan_in``, zero biases, zero sinks.
+def init_sink_attention(d_model: int, n_heads: int, n_kv_heads: int, d_head: int,
+                        seed: int = 0) -> SinkAttentionWeights:
+    """Seeded weights of gpt-oss's attention: the matrices of gated attention's initialiser, zero biases and sinks.
 
     Parameters
     ----------
-    d_model, n_heads, n_kv_heads, d_head : int
-        The model width, the query heads, the key-value heads (dividing ``n_heads``) and each head's width.
-    seed : int, optional
-        Seed of the weights; default 0.
+    d_model, n_heads, n_kv_heads, d_head, seed
+        As in :func:`attnbook.recent.gated.init_gated_attention`.
 
     Returns
     -------
@@ -80,15 +88,9 @@ def init_sink_attention(d_model: int, n_heads: int, n_kv_heads: int, d_head: int
     >>> init_sink_attention(8, 2, n_kv_heads=1, d_head=4).w_o.shape
     (8, 8)
     """
-    d_model, n_heads, d_head = (check_positive_int(v, name) for v, name in
-                                ((d_model, "d_model"), (n_heads, "n_heads"), (d_head, "d_head")))
-    n_kv_heads = check_kv_heads(n_heads, n_kv_heads)
-    rng = np.random.default_rng(seed)
-    d_q, d_kv = n_heads * d_head, n_kv_heads * d_head
-    w_q, w_k, w_v = (rng.standard_normal((d_model, d)) / math.sqrt(d_model) for d in (d_q, d_kv, d_kv))
-    return SinkAttentionWeights(w_q, np.zeros(d_q), w_k, np.zeros(d_kv), w_v, np.zeros(d_kv),
-                                rng.standard_normal((d_q, d_model)) / math.sqrt(d_q), np.zeros(d_model),
-                                np.zeros(n_heads))
+    w = init_gated_attention(d_model, n_heads, n_kv_heads, d_head, seed)
+    return SinkAttentionWeights(w.w_q, np.zeros(w.w_q.shape[1]), w.w_k, np.zeros(w.w_k.shape[1]), w.w_v,
+                                np.zeros(w.w_v.shape[1]), w.w_o, np.zeros(w.w_o.shape[1]), np.zeros(n_heads))
 
 
 def _sink_arguments(q, k, v, sinks, mask=None, scale=None) -> tuple:
@@ -138,8 +140,8 @@ def sink_attention(q, k, v, sinks, mask=None, scale=None) -> AttentionResult:
     batch = np.broadcast_shapes(scores.shape[:-1], sink.shape[:-1])
     logits = np.concatenate([np.broadcast_to(scores, batch + scores.shape[-1:]),
                              np.broadcast_to(sink, batch + (1,))], axis=-1)  # (..., n_q, n_k + 1): the sink last
-    allowed = None if mask is None else np.concatenate(
-        [np.broadcast_to(mask, batch + scores.shape[-1:]), np.ones(batch + (1,), dtype=bool)], axis=-1)  # (..., n_q, n_k + 1)
+    allowed = None if mask is None else np.concatenate([np.broadcast_to(mask, batch + scores.shape[-1:]),
+                                                        np.ones(batch + (1,), dtype=bool)], axis=-1)  # (..., n_q, n_k + 1)
     weights = softmax_rows(logits, allowed)[..., :-1]  # (..., n_q, n_k): the sink's share dropped
     return AttentionResult(weights @ v, weights)  # (..., n_q, d_v)
 
@@ -157,10 +159,7 @@ def _layer_arguments(x, weights: SinkAttentionWeights, n_heads: int, n_kv_heads:
                          f"n_heads = {n_heads} and n_kv_heads = {n_kv_heads} heads of one width")
     d_head, n = d_q // n_heads, x.shape[-2]
     window = None if window is None else check_positive_int(window, "window")
-    positions = np.arange(n, dtype=np.float64) if positions is None else as_float_array(positions, "positions")
-    if positions.shape != (n,):
-        raise ValueError(f"positions has shape {positions.shape}; expected ({n},)")
-    frequencies = rotary_frequencies(d_head) if frequencies is None else frequencies
+    positions, frequencies = check_rotary_positions(positions, frequencies, n, d_head)
     return x, weights, n_heads, n_kv_heads, window, positions, frequencies
 
 

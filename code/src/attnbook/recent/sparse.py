@@ -25,10 +25,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..attention import AttentionResult, check_scale
-from ..positional import apply_rotary_halves, rotary_frequencies
+from ..positional import check_rotary_positions
 from ..softmax import softmax_rows
 from ..transformer import layer_norm
 from ..validation import Array, Dims, Norm, as_float_array, boundary, check_positive_int, check_weights
+from .gated import partial_rotary
 
 __all__ = ["IndexerWeights", "Selection", "indexer_scores", "selected_attention", "selection_mask", "top_k_keys"]
 
@@ -96,11 +97,7 @@ def _indexer_arguments(x, q_latent, weights: IndexerWeights, n_heads: int, d_rop
         raise ValueError(f"weights.w_q has {weights.w_q.shape[1]} columns; with d_index = {d_index} and n_heads = "
                          f"{n_heads} expected {n_heads * d_index}, and an even d_rope <= d_index, got {d_rope}")
     n = x.shape[-2]
-    positions = np.arange(n, dtype=np.float64) if positions is None else as_float_array(positions, "positions")
-    if positions.shape != (n,):
-        raise ValueError(f"positions has shape {positions.shape}; expected ({n},)")
-    if d_rope and frequencies is None:
-        frequencies = rotary_frequencies(d_rope)  # (d_rope / 2,)
+    positions, frequencies = check_rotary_positions(positions, frequencies, n, d_rope)
     mask = np.tri(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)  # (..., n, n)
     if mask.shape[-2:] != (n, n):
         raise ValueError(f"mask has shape {mask.shape}; expected (..., {n}, {n})")
@@ -159,8 +156,7 @@ def indexer_scores(x, q_latent, weights: IndexerWeights, n_heads: int, d_rope: i
     q = np.swapaxes((q_latent @ weights.w_q).reshape(*x.shape[:-1], n_heads, d_index), -3, -2)  # (..., H, n, d)
     k = layer_norm.unchecked(x @ weights.w_k, *weights.k_norm, eps)  # (..., n, d): one key per token
     if d_rope:
-        q = np.concatenate([apply_rotary_halves(q[..., :d_rope], positions, frequencies), q[..., d_rope:]], -1)  # (..., H, n, d)
-        k = np.concatenate([apply_rotary_halves(k[..., :d_rope], positions, frequencies), k[..., d_rope:]], -1)  # (..., n, d)
+        q, k = partial_rotary(q, positions, frequencies), partial_rotary(k, positions, frequencies)  # (..., H, n, d), (..., n, d)
     relu = np.maximum(q @ np.swapaxes(k, -1, -2)[..., None, :, :] / math.sqrt(d_index), 0.0)  # (..., H, n, n)
     head_weights = np.swapaxes(x @ weights.w_heads, -1, -2) / math.sqrt(n_heads)  # (..., H, n)
     scores = np.sum(head_weights[..., :, :, None] * relu, axis=-3)  # (..., n, n)
@@ -239,7 +235,8 @@ def _selected_arguments(q, k, v, selection: Selection, scale=None) -> tuple:
 def selected_attention(q, k, v, selection: Selection, scale=None) -> AttentionResult:
     r"""Attention of each query over its selected keys only: gather them, then softmax over the ``top_k``.
 
-    .. math:: o_i = \sum_{j \in \mathcal{S}_i} \operatorname{softmax}_{j \in \mathcal{S}_i}\bigl(\text{scale}\; q_i \cdot k_j\bigr)\, v_j
+    .. math:: o_i = \sum_{j \in \mathcal{S}_i} \operatorname{softmax}_{j \in \mathcal{S}_i}
+              \bigl(\text{scale}\; q_i \cdot k_j\bigr)\, v_j
 
     Equal to dense attention under :func:`selection_mask`, with ``n_q top_k`` scores instead of
     ``n_q n_k``: the cost no longer grows with the context, once the indexer has chosen.
