@@ -1,6 +1,6 @@
 """attnbook.recent.delta: the recurrent and chunked forms of the gated delta rule, equal to each other and to the
-reference kernels of Qwen3-Next in Hugging Face transformers (``torch_recurrent_gated_delta_rule``,
-``torch_chunk_gated_delta_rule``); the kernels L2-normalise q and k inside (``use_qk_l2norm_in_kernel``) and scale
+reference kernels of Qwen3-Next (``torch_recurrent_gated_delta_rule``, ``torch_chunk_gated_delta_rule``) and of Kimi
+Linear (``recurrent_kimi_delta_attention``, ``chunk_kimi_delta_attention``) in Hugging Face transformers; the kernels L2-normalise q and k inside (``use_qk_l2norm_in_kernel``) and scale
 the queries by ``1 / sqrt(d_k)``, as the package's default scale does."""
 
 import numpy as np
@@ -34,38 +34,23 @@ def as_reference(*arrays):
     return [torch.tensor(np.moveaxis(a, 2, 1).copy()) for a in arrays]
 
 
-@pytest.mark.transformers
-@pytest.mark.parametrize("kernel", ["recurrent", "chunk"])
-def test_the_delta_rule_equals_qwen3_next_reference_kernels_in_float64(kernel, float64_reference):
-    from transformers.models.qwen3_next import modeling_qwen3_next as reference
+KERNELS = [("qwen3_next", "torch_recurrent_gated_delta_rule", False), ("qwen3_next", "torch_chunk_gated_delta_rule", False),
+           ("kimi_linear", "recurrent_kimi_delta_attention", True), ("kimi_linear", "chunk_kimi_delta_attention", True)]
 
-    q, k, v, beta, g, state = inputs()
+
+@pytest.mark.transformers
+@pytest.mark.parametrize("model, kernel, per_channel", KERNELS)
+def test_the_delta_rule_equals_the_reference_kernels_in_float64(model, kernel, per_channel, float64_reference):
+    """Gated DeltaNet's kernels (one decay per token and head) and Kimi Delta Attention's (one per key channel)."""
+    import importlib
+
+    reference = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+    q, k, v, beta, g, state = inputs(seed=6 if per_channel else 0, per_channel=per_channel)
     arguments = dict(initial_state=torch.tensor(state), output_final_state=True, use_qk_l2norm_in_kernel=True)
-    if kernel == "chunk":
+    if "chunk" in kernel:
         arguments["chunk_size"] = 4  # 11 tokens: two whole chunks and a padded one
-    function = getattr(reference, f"torch_{kernel}_gated_delta_rule")
     with torch.no_grad():
-        expected, expected_state = function(*as_reference(q, k, v, g, beta), **arguments)  # g before beta
-    expected = np.moveaxis(array(expected), 1, 2)  # (batch, heads, n, d_v)
-    qn, kn = l2_normalize(q), l2_normalize(k)
-    for ours in (delta_rule_recurrent(qn, kn, v, beta, g, initial_state=state),
-                 delta_rule_chunked(qn, kn, v, beta, g, chunk_size=4, initial_state=state)):
-        assert np.max(np.abs(ours.outputs - expected)) <= 1e-10
-        assert np.max(np.abs(ours.state - array(expected_state))) <= 1e-10
-
-
-@pytest.mark.transformers
-@pytest.mark.parametrize("kernel", ["recurrent", "chunk"])
-def test_the_per_channel_delta_rule_equals_kimi_delta_attention_kernels_in_float64(kernel, float64_reference):
-    from transformers.models.kimi_linear import modeling_kimi_linear as reference
-
-    q, k, v, beta, g, state = inputs(seed=6, per_channel=True)  # one log-decay per token and key channel
-    arguments = dict(initial_state=torch.tensor(state), output_final_state=True, use_qk_l2norm_in_kernel=True)
-    if kernel == "chunk":
-        arguments["chunk_size"] = 4
-    function = getattr(reference, f"{kernel}_kimi_delta_attention")
-    with torch.no_grad():
-        expected, expected_state = function(*as_reference(q, k, v, g, beta), **arguments)  # g before beta
+        expected, expected_state = getattr(reference, kernel)(*as_reference(q, k, v, g, beta), **arguments)  # g, beta
     expected = np.moveaxis(array(expected), 1, 2)  # (batch, heads, n, d_v)
     qn, kn = l2_normalize(q), l2_normalize(k)
     for ours in (delta_rule_recurrent(qn, kn, v, beta, g, initial_state=state),
