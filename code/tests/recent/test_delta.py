@@ -1,16 +1,19 @@
 """attnbook.recent.delta: the recurrent and chunked forms of the gated delta rule, equal to each other and to the
 reference kernels of Qwen3-Next (``torch_recurrent_gated_delta_rule``, ``torch_chunk_gated_delta_rule``) and of Kimi
-Linear (``recurrent_kimi_delta_attention``, ``chunk_kimi_delta_attention``) in Hugging Face transformers; the kernels L2-normalise q and k inside (``use_qk_l2norm_in_kernel``) and scale
-the queries by ``1 / sqrt(d_k)``, as the package's default scale does."""
+Linear (``recurrent_kimi_delta_attention``, ``chunk_kimi_delta_attention``) in Hugging Face transformers; the kernels
+L2-normalise q and k inside (``use_qk_l2norm_in_kernel``) and scale the queries by ``1 / sqrt(d_k)``, as the package's
+default scale does; and the Gated DeltaNet and Kimi Delta Attention layers against their modules."""
 
 import numpy as np
 import pytest
 
 from attnbook.recent.delta import (
     GatedDeltaNetWeights,
+    KimiDeltaWeights,
     delta_rule_chunked,
     delta_rule_recurrent,
     gated_deltanet,
+    kimi_delta_attention,
     l2_normalize,
 )
 
@@ -132,4 +135,30 @@ def test_the_gated_deltanet_layer_equals_qwen3_next_gated_deltanet_in_float64(fl
     with torch.no_grad():
         expected = array(module(torch.tensor(x)))
     ours = gated_deltanet(x, weights, n_k, n_v, chunk_size=4)
+    assert np.max(np.abs(ours - expected)) <= 1e-10
+
+
+@pytest.mark.transformers
+def test_the_kimi_delta_attention_layer_equals_kimi_linear_delta_attention_in_float64(float64_reference):
+    from transformers import KimiLinearConfig
+    from transformers.models.kimi_linear.modeling_kimi_linear import KimiLinearDeltaAttention
+
+    d_model, n_heads, d_head = 32, 4, 8
+    config = KimiLinearConfig(hidden_size=d_model, linear_num_heads=n_heads, linear_head_dim=d_head,
+                              linear_conv_kernel_dim=4, num_hidden_layers=1, layer_types=["linear_attention"])
+    module = KimiLinearDeltaAttention(config, layer_idx=0).double().eval()
+    with torch.no_grad():
+        module.forget_gate.dt_bias.normal_(0.0, 1.0)
+        module.forget_gate.A_log.uniform_(0.0, 2.0)
+        module.o_norm.weight.uniform_(0.5, 1.5)
+    gate = module.forget_gate
+    weights = KimiDeltaWeights(matrix(module.q_proj), matrix(module.k_proj), matrix(module.v_proj),
+                               array(module.conv1d.weight)[:, 0], matrix(gate.f_a_proj), matrix(gate.f_b_proj),
+                               array(gate.dt_bias), array(gate.A_log).reshape(n_heads), matrix(module.b_proj),
+                               matrix(module.g_a_proj), matrix(module.g_b_proj), array(module.o_norm.weight),
+                               matrix(module.o_proj))
+    x = np.random.default_rng(7).standard_normal((2, 11, d_model))
+    with torch.no_grad():
+        expected = array(module(torch.tensor(x)))
+    ours = kimi_delta_attention(x, weights, n_heads, chunk_size=4, eps=config.rms_norm_eps)
     assert np.max(np.abs(ours - expected)) <= 1e-10

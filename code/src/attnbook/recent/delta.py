@@ -33,8 +33,9 @@ from ..validation import (
     check_weights,
 )
 
-__all__ = ["DeltaRuleResult", "GatedDeltaNetWeights", "delta_rule_chunked", "delta_rule_recurrent", "gated_deltanet",
-           "init_gated_deltanet", "l2_normalize"]
+__all__ = ["DeltaRuleResult", "GatedDeltaNetWeights", "KimiDeltaWeights", "delta_rule_chunked", "delta_rule_recurrent",
+           "gated_deltanet", "init_gated_deltanet", "init_kimi_delta_attention", "kimi_delta_attention",
+           "l2_normalize"]
 
 
 class GatedDeltaNetWeights(NamedTuple):
@@ -76,6 +77,52 @@ class GatedDeltaNetWeights(NamedTuple):
     dt_bias: Array["n_v_heads"]
     norm: Array["d_v"]
     w_o: Array["d_vz, d_model"]
+
+
+class KimiDeltaWeights(NamedTuple):
+    """Weights of Kimi Linear's delta attention layer (KDA), in the row-vector convention ``y = x W`` (no biases).
+
+    Attributes
+    ----------
+    w_q, w_k, w_v : ndarray
+        ``(d_model, n_heads d_head)`` the queries, keys and values.
+    conv : ndarray
+        ``(3 n_heads d_head, kernel)`` the depthwise causal convolution of the queries, keys and values.
+    w_fa, w_fb : ndarray
+        ``(d_model, d_head)`` and ``(d_head, n_heads d_head)``: the low-rank projection of the decays' logits.
+    dt_bias : ndarray
+        ``(n_heads d_head,)`` the bias of the decays' softplus, one per key channel.
+    a_log : ndarray
+        ``(n_heads,)`` each head's decay rate's log.
+    w_beta : ndarray
+        ``(d_model, n_heads)`` the write strengths' logits.
+    w_ga, w_gb : ndarray
+        ``(d_model, d_head)`` and ``(d_head, n_heads d_head)``: the low-rank projection of the output gates' logits.
+    norm : ndarray
+        ``(d_head,)`` the gain of the RMSNorm of each head's output.
+    w_o : ndarray
+        ``(n_heads d_head, d_model)`` the output projection.
+
+    Examples
+    --------
+    >>> w = init_kimi_delta_attention(16, n_heads=2, d_head=4)
+    >>> w.w_fb.shape, w.dt_bias.shape, w.conv.shape
+    ((4, 8), (8,), (24, 4))
+    """
+
+    w_q: Array["d_model, d_qkv"]
+    w_k: Array["d_model, d_qkv"]
+    w_v: Array["d_model, d_qkv"]
+    conv: Array["d_conv, kernel"]
+    w_fa: Array["d_model, d_head"]
+    w_fb: Array["d_head, d_qkv"]
+    dt_bias: Array["d_qkv"]
+    a_log: Array["n_heads"]
+    w_beta: Array["d_model, n_heads"]
+    w_ga: Array["d_model, d_head"]
+    w_gb: Array["d_head, d_qkv"]
+    norm: Array["d_head"]
+    w_o: Array["d_qkv, d_model"]
 
 
 class DeltaRuleResult(NamedTuple):
@@ -358,6 +405,30 @@ def _deltanet_arguments(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_he
     return x, weights, n_k_heads, n_v_heads, check_positive_int(chunk_size, "chunk_size"), eps
 
 
+def short_convolution(mixed: np.ndarray, conv: np.ndarray) -> np.ndarray:
+    """Unchecked kernel: the depthwise causal convolution of each channel, then SiLU, as the delta-rule layers use.
+
+    ``mixed`` ``(..., n, d_conv)``, ``conv`` ``(d_conv, kernel)``; tap ``kernel - 1`` reads the current token.
+
+    >>> short_convolution(np.ones((3, 1)), np.array([[1.0, 1.0]])).round(4).tolist()     # SiLU(1), SiLU(2), SiLU(2)
+    [[0.7311], [1.7616], [1.7616]]
+    """
+    n, kernel = mixed.shape[-2], conv.shape[1]
+    before = np.zeros(mixed.shape[:-2] + (kernel - 1, mixed.shape[-1]))  # (..., K - 1, d_conv): nothing before t = 0
+    padded = np.concatenate([before, mixed], axis=-2)  # (..., n + K - 1, d_conv)
+    out = sum(conv[:, j] * padded[..., j:j + n, :] for j in range(kernel))  # (..., n, d_conv): depthwise, causal
+    return out / (1.0 + np.exp(-out))  # (..., n, d_conv): SiLU
+
+
+def heads(y: np.ndarray, count: int) -> np.ndarray:
+    """Unchecked kernel: ``(..., n, count d)`` -> ``(..., count, n, d)``.
+
+    >>> heads(np.arange(4.0).reshape(1, 4), 2).tolist()
+    [[[0.0, 1.0]], [[2.0, 3.0]]]
+    """
+    return np.swapaxes(y.reshape(*y.shape[:-1], count, -1), -3, -2)  # (..., count, n, d)
+
+
 @boundary(_deltanet_arguments)
 def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: int, chunk_size: int = 64,
                    eps: float = 1e-6) -> np.ndarray:
@@ -386,7 +457,8 @@ def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: 
     chunk_size : int, optional
         As in :func:`delta_rule_chunked`; default 64.
     eps : float, optional
-        The ``eps`` of the L2 normalisation and of the RMSNorm; default ``1e-6``.
+        The ``eps`` of the output's RMSNorm (the model's ``rms_norm_eps``); default ``1e-6``. The L2
+        normalisation of queries and keys keeps FLA's ``1e-6``.
 
     Returns
     -------
@@ -401,19 +473,12 @@ def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: 
     >>> y.shape, bool(np.allclose(gated_deltanet(x[:, :4], w, 2, 4), y[:, :4]))       # causal
     ((2, 6, 16), True)
     """
-    n, d_qk, kernel = x.shape[-2], weights.w_q.shape[1], weights.conv.shape[1]
-    mixed = np.concatenate([x @ weights.w_q, x @ weights.w_k, x @ weights.w_v], axis=-1)  # (..., n, d_conv)
-    before = np.zeros(mixed.shape[:-2] + (kernel - 1, mixed.shape[-1]))  # (..., K - 1, d_conv): nothing before t = 0
-    padded = np.concatenate([before, mixed], axis=-2)  # (..., n + K - 1, d_conv)
-    conv = sum(weights.conv[:, j] * padded[..., j:j + n, :] for j in range(kernel))  # (..., n, d_conv): depthwise
-    conv = conv / (1.0 + np.exp(-conv))  # (..., n, d_conv): SiLU
+    d_qk = weights.w_q.shape[1]
+    conv = short_convolution(np.concatenate([x @ weights.w_q, x @ weights.w_k, x @ weights.w_v], axis=-1),
+                             weights.conv)  # (..., n, d_conv)
     group, d_v = n_v_heads // n_k_heads, weights.norm.shape[0]
-
-    def heads(y: np.ndarray, count: int) -> np.ndarray:
-        return np.swapaxes(y.reshape(*y.shape[:-1], count, -1), -3, -2)  # (..., count, n, d)
-
-    q = np.repeat(l2_normalize(heads(conv[..., :d_qk], n_k_heads), eps), group, axis=-3)  # (..., h_v, n, d_k)
-    k = np.repeat(l2_normalize(heads(conv[..., d_qk:2 * d_qk], n_k_heads), eps), group, axis=-3)  # (..., h_v, n, d_k)
+    q = np.repeat(l2_normalize(heads(conv[..., :d_qk], n_k_heads)), group, axis=-3)  # (..., h_v, n, d_k)
+    k = np.repeat(l2_normalize(heads(conv[..., d_qk:2 * d_qk], n_k_heads)), group, axis=-3)  # (..., h_v, n, d_k)
     v = heads(conv[..., 2 * d_qk:], n_v_heads)  # (..., h_v, n, d_v)
     beta = np.swapaxes(1.0 / (1.0 + np.exp(-(x @ weights.w_beta))), -1, -2)  # (..., h_v, n): write strengths
     softplus = np.logaddexp(0.0, x @ weights.w_alpha + weights.dt_bias)  # (..., n, h_v)
@@ -423,4 +488,111 @@ def gated_deltanet(x, weights: GatedDeltaNetWeights, n_k_heads: int, n_v_heads: 
     o = delta_rule_chunked.unchecked(q, k, v, beta, g, chunk_size, scale, start).outputs  # (..., h_v, n, d_v)
     z = heads(x @ weights.w_z, n_v_heads)  # (..., h_v, n, d_v)
     gated = rms_norm.unchecked(o, weights.norm, eps) * z / (1.0 + np.exp(-z))  # (..., h_v, n, d_v): RMS(o) * SiLU(z)
+    return np.swapaxes(gated, -3, -2).reshape(*x.shape[:-1], -1) @ weights.w_o  # (..., n, d_model)
+
+
+def init_kimi_delta_attention(d_model: int, n_heads: int, d_head: int, kernel: int = 4,
+                              seed: int = 0) -> KimiDeltaWeights:
+    """Seeded weights of a Kimi delta attention layer: normal matrices of variance ``1 / fan_in``, decay rates in [1, 16].
+
+    Parameters
+    ----------
+    d_model, n_heads, d_head : int
+        The model width, the heads and each head's width (keys and values alike).
+    kernel, seed : int, optional
+        As in :func:`init_gated_deltanet`.
+
+    Returns
+    -------
+    KimiDeltaWeights
+        The weights of :func:`kimi_delta_attention`.
+
+    Examples
+    --------
+    >>> init_kimi_delta_attention(8, 2, 4).w_o.shape
+    (8, 8)
+    """
+    d_model, n_heads, d_head, kernel = (check_positive_int(v, name) for v, name in (
+        (d_model, "d_model"), (n_heads, "n_heads"), (d_head, "d_head"), (kernel, "kernel")))
+    rng = np.random.default_rng(seed)
+    d_qkv = n_heads * d_head
+
+    def normal(rows: int, cols: int) -> np.ndarray:
+        return rng.standard_normal((rows, cols)) / np.sqrt(rows)  # (rows, cols)
+
+    return KimiDeltaWeights(normal(d_model, d_qkv), normal(d_model, d_qkv), normal(d_model, d_qkv),
+                            normal(kernel, 3 * d_qkv).T.copy(), normal(d_model, d_head), normal(d_head, d_qkv),
+                            np.zeros(d_qkv), np.log(rng.uniform(1, 16, n_heads)), normal(d_model, n_heads),
+                            normal(d_model, d_head), normal(d_head, d_qkv), np.ones(d_head), normal(d_qkv, d_model))
+
+
+def _kimi_arguments(x, weights: KimiDeltaWeights, n_heads: int, chunk_size: int = 64, eps: float = 1e-6) -> tuple:
+    x = as_float_array(x, "x", layout="(..., n, d_model)")  # (..., n, d_model)
+    n_heads = check_positive_int(n_heads, "n_heads")
+    dims = Dims(d_model=(x.shape[-1], f"x has d_model = {x.shape[-1]}"), n_heads=(n_heads, f"n_heads = {n_heads}"))
+    weights = check_weights(weights, KimiDeltaWeights, "weights", dims, see="init_kimi_delta_attention")
+    d_qkv, d_head = weights.w_q.shape[1], weights.norm.shape[0]
+    if d_qkv != n_heads * d_head or weights.conv.shape[0] != 3 * d_qkv:
+        raise ValueError(f"weights.w_q has {d_qkv} columns and weights.conv {weights.conv.shape[0]} channels; with "
+                         f"n_heads = {n_heads} of d_head = {d_head} (weights.norm) expected {n_heads * d_head} and "
+                         f"{3 * n_heads * d_head}")
+    return x, weights, n_heads, check_positive_int(chunk_size, "chunk_size"), eps
+
+
+@boundary(_kimi_arguments)
+def kimi_delta_attention(x, weights: KimiDeltaWeights, n_heads: int, chunk_size: int = 64,
+                         eps: float = 1e-6) -> np.ndarray:
+    r"""Kimi Linear's delta attention layer (KDA): Gated DeltaNet with one decay per key channel.
+
+    .. math::
+        [q_t, k_t, v_t] = \operatorname{SiLU}\bigl(\operatorname{conv}([x W_Q, x W_K, x W_V])_t\bigr), \quad
+        \beta_t = \sigma(x_t W_\beta), \quad
+        g_{t} = -e^{A_h} \operatorname{softplus}(x_t W_{fa} W_{fb} + b_{dt}) \in \mathbb{R}^{d},
+
+        y_t = \bigl[\operatorname{RMS}(o_{h,t}) \odot \sigma(x_t W_{ga} W_{gb})_h\bigr]_h W_O
+
+    with :math:`o` the delta rule of the L2-normalised queries and keys (:func:`delta_rule_chunked`,
+    :math:`\alpha_t = \operatorname{diag}(e^{g_t})`): each key channel forgets at its own rate, where
+    Gated DeltaNet (:func:`gated_deltanet`) has one rate per head.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the sequence.
+    weights : KimiDeltaWeights
+        See :func:`init_kimi_delta_attention`.
+    n_heads : int
+        The heads.
+    chunk_size : int, optional
+        As in :func:`delta_rule_chunked`; default 64.
+    eps : float, optional
+        The ``eps`` of the output's RMSNorm (the model's ``rms_norm_eps``); default ``1e-6``. The L2
+        normalisation of queries and keys keeps FLA's ``1e-6``.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_model)``.
+
+    Examples
+    --------
+    >>> w = init_kimi_delta_attention(16, n_heads=2, d_head=4)
+    >>> x = np.random.default_rng(0).standard_normal((5, 16))
+    >>> kimi_delta_attention(x, w, 2).shape
+    (5, 16)
+    """
+    d_qkv = weights.w_q.shape[1]
+    conv = short_convolution(np.concatenate([x @ weights.w_q, x @ weights.w_k, x @ weights.w_v], axis=-1),
+                             weights.conv)  # (..., n, 3 d_qkv)
+    q = l2_normalize(heads(conv[..., :d_qkv], n_heads))  # (..., h, n, d)
+    k = l2_normalize(heads(conv[..., d_qkv:2 * d_qkv], n_heads))  # (..., h, n, d)
+    v = heads(conv[..., 2 * d_qkv:], n_heads)  # (..., h, n, d)
+    softplus = np.logaddexp(0.0, x @ weights.w_fa @ weights.w_fb + weights.dt_bias)  # (..., n, d_qkv)
+    g = -np.exp(weights.a_log)[:, None, None] * heads(softplus, n_heads)  # (..., h, n, d): per-channel log-decays
+    beta = np.swapaxes(1.0 / (1.0 + np.exp(-(x @ weights.w_beta))), -1, -2)  # (..., h, n)
+    start = np.zeros(x.shape[:-2] + (n_heads, q.shape[-1], q.shape[-1]))  # (..., h, d, d): an empty memory
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    o = delta_rule_chunked.unchecked(q, k, v, beta, g, chunk_size, scale, start).outputs  # (..., h, n, d)
+    gate = heads(x @ weights.w_ga @ weights.w_gb, n_heads)  # (..., h, n, d)
+    gated = rms_norm.unchecked(o, weights.norm, eps) / (1.0 + np.exp(-gate))  # (..., h, n, d): RMS(o) * sigma(gate)
     return np.swapaxes(gated, -3, -2).reshape(*x.shape[:-1], -1) @ weights.w_o  # (..., n, d_model)
