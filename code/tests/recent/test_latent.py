@@ -14,6 +14,7 @@ from attnbook.recent.latent import (
     absorbed_latent_attention,
     init_latent_attention,
     latent_attention,
+    latent_softmax_scale,
 )
 
 from .conftest import additive_mask, array, matrix, rotary_tables, torch
@@ -97,6 +98,21 @@ def test_decoding_with_the_latent_cache_equals_deepseek_v3_attention_with_its_ca
     # transformers keeps the turned rotary key in the half-split layout: evens first, then odds
     np.testing.assert_allclose(np.concatenate([ours.cache.rope_key[..., 0::2], ours.cache.rope_key[..., 1::2]], -1),
                                rope_key, rtol=0, atol=1e-12)
+
+
+@pytest.mark.transformers
+def test_the_softmax_scale_with_yarn_is_deepseek_v3_attentions():
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    yarn = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1}
+    config = DeepseekV3Config(hidden_size=D_MODEL, num_attention_heads=HEADS, num_key_value_heads=HEADS,
+                              q_lora_rank=Q_RANK, kv_lora_rank=KV_RANK, qk_nope_head_dim=D_NOPE,
+                              qk_rope_head_dim=D_ROPE, v_head_dim=D_V, num_hidden_layers=1, rope_parameters=yarn)
+    module = DeepseekV3Attention(config, layer_idx=0)
+    assert module.scaling == pytest.approx(latent_softmax_scale(D_NOPE + D_ROPE, 40.0, 1.0), rel=1e-15)
+    assert module.scaling > 1.8 * (D_NOPE + D_ROPE) ** -0.5  # (0.1 ln 40 + 1)^2 = 1.87
 
 
 def test_the_absorbed_form_equals_the_plain_form_weights_and_cache_included():

@@ -32,6 +32,7 @@ __all__ = [
     "absorbed_latent_attention",
     "init_latent_attention",
     "latent_attention",
+    "latent_softmax_scale",
 ]
 
 
@@ -162,6 +163,40 @@ def init_latent_attention(d_model: int, n_heads: int, q_rank: int, kv_rank: int,
         normal(d_model, q_rank), np.ones(q_rank), normal(q_rank, n_heads * (d_nope + d_rope)),
         normal(d_model, kv_rank + d_rope), np.ones(kv_rank), normal(kv_rank, n_heads * (d_nope + d_v)),
         normal(n_heads * d_v, d_model))
+
+
+def latent_softmax_scale(d_qk: int, factor: float = 1.0, mscale_all_dim: float = 0.0) -> float:
+    r"""The factor of latent attention's scores: :math:`1/\sqrt{d_{qk}}`, times YaRN's ``mscale`` squared when stretched.
+
+    .. math:: \text{scale} = \frac{m^2}{\sqrt{d_\text{nope} + d_\text{rope}}}, \qquad
+              m = 0.1\, \mu \ln s + 1 \quad (m = 1 \text{ when } s \le 1)
+
+    DeepSeek's reference code multiplies the scale by :math:`m^2` (``mscale_all_dim`` :math:`= \mu`) when its
+    context is stretched by YaRN by :math:`s` (``factor``), on top of YaRN's own factor on the rotary part
+    (:func:`attnbook.yarn_attention_factor`).
+
+    Parameters
+    ----------
+    d_qk : int
+        The width of each head's query and key, ``d_nope + d_rope`` (DeepSeek-V3: 192).
+    factor : float, optional
+        YaRN's stretch :math:`s`; default 1 (no YaRN).
+    mscale_all_dim : float, optional
+        :math:`\mu`; default 0 (no change).
+
+    Returns
+    -------
+    float
+        The scale.
+
+    Examples
+    --------
+    >>> round(latent_softmax_scale(192), 6), round(latent_softmax_scale(192, factor=40.0, mscale_all_dim=1.0), 6)
+    (0.072169, 0.135234)
+    """
+    d_qk = check_positive_int(d_qk, "d_qk")
+    m = 0.1 * mscale_all_dim * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return m * m / math.sqrt(d_qk)
 
 
 def _latent_arguments(x, weights: LatentAttentionWeights, n_heads: int, cache: LatentCache | None = None,
