@@ -22,7 +22,8 @@ import numpy as np
 from ..modern import rms_norm
 from ..multihead import attend_grouped, check_kv_heads
 from ..positional import apply_rotary_halves, check_rotary_positions
-from ..validation import Array, Dims, as_float_array, boundary, check_positive_int, check_weights
+from ..masks import check_mask
+from ..validation import Array, Dims, as_float_array, boundary, check_bool, check_positive_int, check_weights
 
 __all__ = ["GatedAttentionResult", "GatedAttentionWeights", "gated_attention", "init_gated_attention"]
 
@@ -134,11 +135,10 @@ def _gated_arguments(x, weights: GatedAttentionWeights, n_heads: int, n_kv_heads
         raise ValueError(f"rotary_dim must be even and at most d_head = {d_head}, got {rotary_dim}")
     n = x.shape[-2]
     positions, frequencies = check_rotary_positions(positions, frequencies, n, rotary_dim)
-    mask = np.tri(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)  # (..., n, n)
-    if mask.shape[-2:] != (n, n):
-        raise ValueError(f"mask has shape {mask.shape}; expected (..., {n}, {n})")
-    if not isinstance(gated, bool) or isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
-        raise ValueError(f"gated must be a bool and eps a number at least 0, got {gated!r} and {eps!r}")
+    mask = np.tri(n, dtype=bool) if mask is None else check_mask(mask, n, n, f" (x has shape {x.shape})")  # (..., n, n)
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
+    gated = check_bool(gated, "gated")
     return x, weights, n_heads, n_kv_heads, rotary_dim, positions, frequencies, mask, gated, eps
 
 
@@ -195,7 +195,7 @@ def gated_attention(x, weights: GatedAttentionWeights, n_heads: int, n_kv_heads:
     frequencies : array_like, optional
         ``(rotary_dim / 2,)`` the rotary frequencies; default ``rotary_frequencies(rotary_dim)``.
     mask : array_like of bool, optional
-        Broadcasting to ``(..., n, n)``; default causal.
+        ``(n, n)`` or ``(..., n_heads | 1, n, n)`` as in :func:`attnbook.multi_head_attention`; default causal.
     gated : bool, optional
         False drops the gate (plain attention of the same weights); default True.
     eps : float, optional

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..attention import AttentionResult, check_scale
+from ..masks import check_mask
 from ..positional import check_rotary_positions
 from ..softmax import softmax_rows
 from ..transformer import layer_norm
@@ -98,9 +99,9 @@ def _indexer_arguments(x, q_latent, weights: IndexerWeights, n_heads: int, d_rop
                          f"{n_heads} expected {n_heads * d_index}, and an even d_rope <= d_index, got {d_rope}")
     n = x.shape[-2]
     positions, frequencies = check_rotary_positions(positions, frequencies, n, d_rope)
-    mask = np.tri(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)  # (..., n, n)
-    if mask.shape[-2:] != (n, n):
-        raise ValueError(f"mask has shape {mask.shape}; expected (..., {n}, {n})")
+    mask = np.tri(n, dtype=bool) if mask is None else check_mask(mask, n, n, f" (x has shape {x.shape})")  # (..., n, n)
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a number at least 0, got {eps!r}")
     return x, q_latent, weights, n_heads, d_rope, positions, frequencies, mask, eps
 
 
