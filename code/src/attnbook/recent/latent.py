@@ -195,6 +195,9 @@ def latent_softmax_scale(d_qk: int, factor: float = 1.0, mscale_all_dim: float =
     (0.072169, 0.135234)
     """
     d_qk = check_positive_int(d_qk, "d_qk")
+    if not (math.isfinite(factor) and factor > 0 and math.isfinite(mscale_all_dim)):
+        raise ValueError(f"factor must be a positive number and mscale_all_dim a number, got {factor!r} and "
+                         f"{mscale_all_dim!r}")
     m = 0.1 * mscale_all_dim * math.log(factor) + 1.0 if factor > 1 else 1.0
     return m * m / math.sqrt(d_qk)
 
@@ -227,9 +230,11 @@ def _latent_arguments(x, weights: LatentAttentionWeights, n_heads: int, cache: L
             raise TypeError(f"cache must be a LatentCache, got {type(cache).__name__}")
         latent = as_float_array(cache.latent, "cache.latent")  # (..., t, kv_rank)
         rope_key = as_float_array(cache.rope_key, "cache.rope_key")  # (..., t, d_rope)
-        if latent.shape != batch + (latent.shape[-2], kv_rank) or rope_key.shape != batch + (latent.shape[-2], d_rope):
+        t = latent.shape[-2] if latent.ndim >= 2 else -1
+        if latent.shape != batch + (t, kv_rank) or rope_key.shape != batch + (t, d_rope):
+            lead = "".join(f"{b}, " for b in batch)
             raise ValueError(f"cache has latent {latent.shape} and rope_key {rope_key.shape}; with x of shape "
-                             f"{x.shape} expected {batch + ('t', kv_rank)} and {batch + ('t', d_rope)}")
+                             f"{x.shape} expected ({lead}t, {kv_rank}) and ({lead}t, {d_rope})")
         cache, t_past = LatentCache(latent, rope_key), latent.shape[-2]
     positions, frequencies = check_rotary_positions(positions, frequencies, x.shape[-2], d_rope, start=t_past)
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and eps >= 0):
