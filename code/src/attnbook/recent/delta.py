@@ -563,11 +563,8 @@ def kimi_delta_attention(x, weights: KimiDeltaWeights, n_heads: int, chunk_size:
         See :func:`init_kimi_delta_attention`.
     n_heads : int
         The heads.
-    chunk_size : int, optional
-        As in :func:`delta_rule_chunked`; default 64.
-    eps : float, optional
-        The ``eps`` of the output's RMSNorm (the model's ``rms_norm_eps``); default ``1e-6``. The L2
-        normalisation of queries and keys keeps FLA's ``1e-6``.
+    chunk_size, eps
+        As in :func:`gated_deltanet`.
 
     Returns
     -------
