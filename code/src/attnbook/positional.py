@@ -28,6 +28,8 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",
+    "apply_rotary_halves",
+    "check_rotary_positions",
     "rotary_decay_bound",
     "rotary_frequencies",
     "rotary_scores",
@@ -307,6 +309,43 @@ def _checked_frequencies(frequencies, d_head: int) -> np.ndarray:
     return frequencies
 
 
+def check_rotary_positions(positions, frequencies, n: int, d_rotary: int, start: int = 0) -> tuple:
+    """The positions ``(n,)`` of ``n`` tokens and the frequencies ``(d_rotary / 2,)`` of a layer's rotary part.
+
+    Parameters
+    ----------
+    positions : array_like or None
+        ``(n,)`` the tokens' positions, or None for ``start, .., start + n - 1``.
+    frequencies : array_like or None
+        ``(d_rotary / 2,)`` the angular frequencies, or None for ``rotary_frequencies(d_rotary)``.
+    n, d_rotary : int
+        The number of tokens and the (even) width that turns; 0 turns nothing (frequencies None).
+    start : int, optional
+        The first default position (the tokens already cached); default 0.
+
+    Returns
+    -------
+    tuple
+        ``(positions, frequencies)`` checked.
+
+    Examples
+    --------
+    >>> p, f = check_rotary_positions(None, None, 3, 4, start=2)
+    >>> p.tolist(), f.tolist()
+    ([2.0, 3.0, 4.0], [1.0, 0.01])
+    >>> check_rotary_positions([0.0, 1.0], None, 3, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: positions has shape (2,); expected one position per row, (3,)
+    """
+    if positions is None:
+        positions = np.arange(start, start + n, dtype=np.float64)  # (n,)
+    positions = _checked_positions(positions, n, "positions")  # (n,)
+    if d_rotary == 0:
+        return positions, None
+    return positions, _checked_frequencies(frequencies, d_rotary)  # (n,), (d_rotary / 2,)
+
+
 def apply_rotary(x, positions=None, frequencies=None) -> np.ndarray:
     r"""Rotary position embedding: turn pair :math:`i` of the row at position :math:`p` by :math:`p\,\theta_i`.
 
@@ -344,6 +383,44 @@ def apply_rotary(x, positions=None, frequencies=None) -> np.ndarray:
     theta = _checked_frequencies(frequencies, x.shape[-1])  # (d_head / 2,)
     p = _checked_positions(positions, x.shape[-2], "positions")  # (n,)
     return rotate(x, p[:, None] * theta[None, :])
+
+
+def apply_rotary_halves(x, positions=None, frequencies=None) -> np.ndarray:
+    r"""Rotary embedding in the half-split layout: pair :math:`i` is ``(x[i], x[i + d/2])``, not ``(x[2i], x[2i+1])``.
+
+    .. math:: x'_i + \mathrm{i}\, x'_{i + d/2} = e^{\mathrm{i} p\theta_i} (x_i + \mathrm{i}\, x_{i + d/2})
+
+    The layout of Hugging Face's ``rotate_half`` (Llama, Qwen, gpt-oss). It is :func:`apply_rotary` on the
+    coordinates reordered to interleaved pairs, then put back; a query and a key turned in the same layout
+    have the same dot product in either.
+
+    Parameters
+    ----------
+    x, positions, frequencies
+        As in :func:`apply_rotary`.
+
+    Returns
+    -------
+    ndarray
+        ``(..., n, d_head)``, each pair turned.
+
+    Examples
+    --------
+    >>> print(np.round(apply_rotary_halves(np.array([[1.0, 0.0], [1.0, 0.0]])), 4))   # d = 2: one pair either way
+    [[1.     0.    ]
+     [0.5403 0.8415]]
+    >>> x = np.arange(4.0)[None, :]
+    >>> apply_rotary_halves(x, positions=[0.0]).tolist()                                # position 0 turns nothing
+    [[0.0, 1.0, 2.0, 3.0]]
+    """
+    x = as_float_array(x, "x")  # (..., n, d_head)
+    check_min_ndim(x, "x", 2, "(..., n, d_head)")
+    d = x.shape[-1]
+    theta = _checked_frequencies(frequencies, d)  # (d_head / 2,)
+    p = _checked_positions(positions, x.shape[-2], "positions")  # (n,)
+    order = np.stack([np.arange(d // 2), np.arange(d // 2) + d // 2], axis=-1).reshape(d)  # (d_head,): 0, d/2, 1, ...
+    turned = rotate(x[..., order], p[:, None] * theta[None, :])  # (..., n, d_head): interleaved pairs turned
+    return turned[..., np.argsort(order)]  # (..., n, d_head): back to halves
 
 
 def rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:

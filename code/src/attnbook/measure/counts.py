@@ -18,11 +18,14 @@ from __future__ import annotations
 from ..validation import check_bool, check_positive_int
 
 __all__ = [
+    "CACHE_KINDS",
     "DECODE_STRATEGIES",
+    "DEEPSEEK_V3",
     "LAYER_KINDS",
     "attention_pair_count",
     "conv1d_macs",
     "decode_multiply_adds",
+    "kv_cache_bytes_per_token",
     "path_length",
     "restricted_attention_macs",
     "rnn_macs",
@@ -39,6 +42,18 @@ LAYER_KINDS = ("self-attention", "restricted self-attention", "recurrent", "conv
 #: The three ways of decoding token by token that ``decode_multiply_adds`` counts (the strategies of
 #: ``attnbook.kv_cache.decode``).
 DECODE_STRATEGIES = ("cache", "recompute_kv", "recompute_all")
+
+
+#: The attention layers whose decoding cache ``kv_cache_bytes_per_token`` counts: multi-head, grouped-query,
+#: multi-query and multi-head latent attention.
+CACHE_KINDS = ("mha", "gqa", "mqa", "mla")
+
+#: DeepSeek-V3's published attention sizes (the model hyper-parameters of its technical report, DeepSeek-AI
+#: 2024; the defaults of ``transformers.DeepseekV3Config``, checked by code/tests/recent/test_cache_sizes.py):
+#: 61 layers, 128 heads, each with a 128-wide content key, a 64-wide rotary key and a 128-wide value, and a
+#: 512-wide latent.
+DEEPSEEK_V3 = {"n_layers": 61, "n_heads": 128, "d_nope": 128, "d_rope": 64, "d_v": 128, "kv_rank": 512,
+               "q_rank": 1536}
 
 
 def _checked_kind(kind) -> str:
@@ -355,3 +370,71 @@ def path_length(kind: str, distance: int, reach: int | None = None) -> int:
             layers, bridged = layers + 1, (bridged + 1) * (reach + 1) - 1
         return layers
     return max(1, -(-distance // reach))
+
+
+def kv_cache_bytes_per_token(kind: str, n_layers: int, d_k: int, d_v: int, n_heads: int = 1,
+                             n_kv_heads: int | None = None, kv_rank: int | None = None, d_rope: int | None = None,
+                             bytes_per_number: int = 2) -> int:
+    r"""Bytes a decoder caches per token, over all its layers, for each kind of attention in ``CACHE_KINDS``.
+
+    .. math::
+
+        \text{mha: } L\, h\, (d_k + d_v), \qquad \text{gqa: } L\, h_{kv} (d_k + d_v), \qquad
+        \text{mqa: } L\, (d_k + d_v), \qquad \text{mla: } L\, (r + d_R)
+
+    numbers, times ``bytes_per_number``. Latent attention caches one latent of ``r`` numbers and one rotary
+    key of :math:`d_R` numbers per token and layer (:class:`attnbook.recent.latent.LatentCache`), whatever
+    the heads; the others a key and a value per key-value head.
+
+    Parameters
+    ----------
+    kind : str
+        One of ``CACHE_KINDS``.
+    n_layers, d_k, d_v : int
+        The layers, and the widths of each head's key and value (``mla`` ignores ``d_k`` and ``d_v``).
+    n_heads : int, optional
+        The query heads (``mha`` caches a key and a value for each); default 1.
+    n_kv_heads : int, optional
+        The key-value heads of ``gqa``, dividing ``n_heads``; required there only.
+    kv_rank, d_rope : int, optional
+        The latent's width and the rotary key's of ``mla``; required there only.
+    bytes_per_number : int, optional
+        2 for bfloat16 or float16 (default), 4 for float32, 1 for 8-bit formats.
+
+    Returns
+    -------
+    int
+        Bytes per token.
+
+    Examples
+    --------
+    >>> v3 = dict(n_layers=61, d_k=128 + 64, d_v=128, n_heads=128)
+    >>> kv_cache_bytes_per_token("mha", **v3), kv_cache_bytes_per_token("mla", **v3, kv_rank=512, d_rope=64)
+    (4997120, 70272)
+    >>> kv_cache_bytes_per_token("gqa", **v3)
+    Traceback (most recent call last):
+    ...
+    ValueError: kind 'gqa' needs n_kv_heads, the number of key-value heads
+    """
+    if kind not in CACHE_KINDS:
+        raise ValueError(f"kind must be one of {CACHE_KINDS}, got {kind!r}")
+    n_layers = check_positive_int(n_layers, "n_layers")
+    d_k, d_v = check_positive_int(d_k, "d_k"), check_positive_int(d_v, "d_v")
+    n_heads = check_positive_int(n_heads, "n_heads")
+    bytes_per_number = check_positive_int(bytes_per_number, "bytes_per_number")
+    if kind == "mha":
+        numbers = n_heads * (d_k + d_v)
+    elif kind == "mqa":
+        numbers = d_k + d_v
+    elif kind == "gqa":
+        if n_kv_heads is None:
+            raise ValueError("kind 'gqa' needs n_kv_heads, the number of key-value heads")
+        n_kv_heads = check_positive_int(n_kv_heads, "n_kv_heads")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads = {n_kv_heads} does not divide n_heads = {n_heads}")
+        numbers = n_kv_heads * (d_k + d_v)
+    else:
+        if kv_rank is None or d_rope is None:
+            raise ValueError("kind 'mla' needs kv_rank and d_rope, the widths of the latent and the rotary key")
+        numbers = check_positive_int(kv_rank, "kv_rank") + check_positive_int(d_rope, "d_rope", minimum=0)
+    return n_layers * numbers * bytes_per_number
