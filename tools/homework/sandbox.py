@@ -88,7 +88,11 @@ def _read_only_trees() -> list[Path]:
 
 
 def _environment(home: str) -> dict[str, str]:
+    import attnbook
+
+    package = str(Path(attnbook.__file__).resolve().parent.parent)  # bound read-only: the grader's own attnbook
     return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
+            "PYTHONPATH": package,
             "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "IPYTHONDIR": "/tmp/ipython",
             "MPLCONFIGDIR": "/tmp/matplotlib", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}

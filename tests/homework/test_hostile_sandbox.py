@@ -1,0 +1,281 @@
+"""Hostile submissions against what the sandbox shares with its neighbours: the CPU and the kernel's sockets.
+
+A submission whose children each call ``setsid()`` takes one scheduler share per session: without a CPU
+share per sandbox it left an honest neighbour graded at the same time a few percent of the CPU, and its
+cells timed out (issue #38). A submission that opens a vsock socket reaches the host of a virtual machine
+through no network at all. The module grades such submissions as root with ``--jobs 2``, an honest student
+graded before, beside and after them, and checks what each attack achieved (nothing); it also tests the
+socket allow list in a throwaway process, the CPU files of each sandbox's group, and the grader's fallback
+to one sandbox at a time without a CPU controller.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tools.homework import cgroups, grading, seccomp
+
+HOMEWORK = "hw_scaled_dot_product_attention"
+SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="a uid and control groups per submission are root's way")
+TIMEOUT_S = 15
+HOG_CHILDREN = 58  # with the driver and bwrap's init, just under the sandbox's 64 processes
+HOG_CELLS, HOG_SLEEP_S = 9, 10  # the children spin while the hog's cells sleep: 90 s, beside three neighbours
+RUN_BOUND_S = 900
+HONEST = ("aaa_honest", "mmm_honest", "zzz_honest")  # before, beside and after the attacks, at --jobs 2
+AF_VSOCK, AF_PACKET, NETLINK_SOCK_DIAG, NETLINK_KOBJECT_UEVENT = 40, 17, 4, 15
+
+# Every child leaves the session (and the scheduler's group) of its parent and spins; nice 19 keeps the
+# hog's own kernel answering inside its own share, and changes nothing for the neighbours without one
+SPAWN_SPINNERS = textwrap.dedent(f'''
+    import os
+    started = 0
+    for _ in range({HOG_CHILDREN}):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            os.setsid()
+            os.nice(19)
+            while True:
+                pass
+        started += 1
+    sessions = len({{os.getsid(pid) for pid in map(int, os.listdir("/proc")) if pid != 1}})
+''')
+SLEEP = f"import time\ntime.sleep({HOG_SLEEP_S})\n"
+HOG_REPORT = '''def my_softmax(x):
+    raise ValueError(f"HOG started={started} sessions={sessions}")
+'''
+
+# each family or netlink protocol the allow list refuses, opened; the errno's name, or "opened"
+OPEN_SOCKETS = textwrap.dedent(f'''
+    import errno, socket
+
+    def opens(*args):
+        try:
+            socket.socket(*args).close()
+            return "opened"
+        except OSError as error:
+            return errno.errorcode.get(error.errno, str(error.errno))
+
+    said = {{"vsock": opens({AF_VSOCK}, socket.SOCK_STREAM), "packet": opens({AF_PACKET}, socket.SOCK_DGRAM),
+            "netlink sock_diag": opens(16, socket.SOCK_RAW, {NETLINK_SOCK_DIAG}),
+            "netlink uevent": opens(16, socket.SOCK_DGRAM, {NETLINK_KOBJECT_UEVENT}),
+            "inet": opens(socket.AF_INET, socket.SOCK_STREAM), "unix": opens(socket.AF_UNIX, socket.SOCK_STREAM),
+            "netlink route": opens(16, socket.SOCK_RAW, 0)}}
+    a, b = socket.socketpair()
+    a.sendall(b"local sockets work")
+    said["socketpair"] = b.recv(64).decode()
+''')
+SOCKETS_REPORT = '''def my_softmax(x):
+    raise ValueError(f"SOCKETS {sorted(said.items())}")
+'''
+REFUSED_SOCKETS = [("inet", "EAFNOSUPPORT"), ("netlink route", "opened"), ("netlink sock_diag", "EPROTONOSUPPORT"),
+                   ("netlink uevent", "EPROTONOSUPPORT"), ("packet", "EAFNOSUPPORT"),
+                   ("socketpair", "local sockets work"), ("unix", "opened"), ("vsock", "EAFNOSUPPORT")]
+
+
+def with_cells(*sources: str) -> str:
+    """The correct sample submission with ``sources`` appended as code cells: the notebook's JSON."""
+    notebook = json.loads((SAMPLES / "correct.ipynb").read_text(encoding="utf-8"))
+    for index, source in enumerate(sources):
+        notebook["cells"].append({"cell_type": "code", "metadata": {}, "source": source, "outputs": [],
+                                  "execution_count": None, "id": f"added-{index}"})
+    return json.dumps(notebook)
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """Grade the CPU hog and the socket opener beside three honest students, as root at --jobs 2."""
+    if os.geteuid() != 0:
+        pytest.skip("a uid and control groups per submission are root's way of grading")
+    root = Path(tempfile.mkdtemp(prefix="attnbook-hostile-sandbox-"))
+    folder, out = root / "submissions", root / "out"
+    folder.mkdir()
+    for name in HONEST:
+        shutil.copy(SAMPLES / "correct.ipynb", folder / f"{name}.ipynb")
+    (folder / "cpu_hog.ipynb").write_text(with_cells(SPAWN_SPINNERS, *[SLEEP] * HOG_CELLS, HOG_REPORT),
+                                          encoding="utf-8")
+    (folder / "sockets.ipynb").write_text(with_cells(OPEN_SOCKETS, SOCKETS_REPORT), encoding="utf-8")
+    finished = subprocess.run([sys.executable, "-m", "tools.homework", "grade", HOMEWORK, str(folder), str(out),
+                               "--timeout", str(TIMEOUT_S), "--jobs", "2"],
+                              capture_output=True, text=True, timeout=RUN_BOUND_S)
+    assert finished.returncode == 0, f"the grader failed:\n{finished.stdout[-2000:]}\n{finished.stderr[-2000:]}"
+    with (out / "grades.csv").open(encoding="utf-8", newline="") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    texts = [p.read_text(encoding="utf-8") for p in (out / "feedback").iterdir()]
+    feedback = {text.splitlines()[0].rsplit(" for ", 1)[1]: text for text in texts}  # by its student's name
+    yield {"rows": rows, "feedback": feedback, "stderr": finished.stderr}
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", HONEST)
+def test_honest_students_keep_full_marks_beside_a_hog_of_many_sessions(graded, name):
+    found = graded["rows"][name]
+    assert (found["total"], found["reason"]) == ("10", "all 8 hidden tests passed"), found
+    assert "**Score: 10 / 10**" in graded["feedback"][name]
+
+
+def test_the_hog_ran_its_children_in_sessions_of_their_own(graded):
+    """The attack really ran: every child spun in a session of its own while the neighbours were graded."""
+    text = graded["feedback"]["cpu_hog"]
+    said = text.split("my_softmax raised ValueError: HOG ", 1)[1].split()
+    started, sessions = (int(word.split("=")[1].rstrip(".;,)")) for word in said[:2])
+    assert started >= HOG_CHILDREN - 2 and sessions >= started, text
+
+
+def test_the_grader_says_each_sandbox_gets_a_cpu_share(graded):
+    assert "an equal share of the CPU, at most 1 CPU each" in graded["stderr"], graded["stderr"]
+    assert "one at a time" not in graded["stderr"], graded["stderr"]
+
+
+def test_a_notebook_opens_only_local_and_routing_sockets(graded):
+    text = graded["feedback"]["sockets"]
+    assert f"my_softmax raised ValueError: SOCKETS {REFUSED_SOCKETS}" in text, text
+
+
+# --- the socket allow list in a throwaway process --------------------------------------------------------
+
+UNDER_FILTER = textwrap.dedent('''
+    import ctypes, errno, json, socket, sys
+    program = sys.stdin.buffer.read()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    fprog = Program(len(program) // 8, program)
+    assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()  # PR_SET_SECCOMP, FILTER
+
+    pair = (ctypes.c_int * 2)()  # where socketpair writes its two descriptors
+
+    def call(number, *args):
+        result = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+        return errno.errorcode.get(ctypes.get_errno(), "0") if result < 0 else "ok"
+
+    said = {f"{name} {family} {kind} {protocol}": call(41 if name == "socket" else 53, family, kind, protocol,
+                                                        ctypes.addressof(pair))
+            for name, family, kind, protocol in json.loads(sys.argv[1])}
+    print(json.dumps(said))
+''')
+
+
+def test_the_filter_opens_only_the_socket_families_and_netlink_protocols_it_allows():
+    """With distinctive errnos, every refusal is the filter's, and the allowed sockets open."""
+    unix, netlink = seccomp.SOCKET_FAMILIES["AF_UNIX"][0], seccomp.AF_NETLINK
+    stream, dgram, raw = 1, 2, 3
+    calls = {("socket", unix, stream, 0): "ok", ("socketpair", unix, stream, 0): "ok",
+             ("socket", netlink, raw, 0): "ok",  # NETLINK_ROUTE: the C library's interfaces
+             ("socket", AF_VSOCK, stream, 0): "EL2HLT", ("socket", AF_PACKET, dgram, 0): "EL2HLT",
+             ("socket", 2, stream, 0): "EL2HLT", ("socket", 10, dgram, 0): "EL2HLT", ("socket", 0, stream, 0): "EL2HLT",
+             ("socket", unix | 1 << 32, stream, 0): "EL2HLT",  # high bits the kernel would drop: refused
+             ("socketpair", 30, stream, 0): "EL2HLT",  # AF_TIPC makes socket pairs too
+             ("socket", netlink, raw, NETLINK_SOCK_DIAG): "EL3HLT",
+             ("socket", netlink, dgram, NETLINK_KOBJECT_UEVENT): "EL3HLT"}
+    program = seccomp.program(refusal=errno.ENOTRECOVERABLE, family_refusal=errno.EL2HLT,
+                              protocol_refusal=errno.EL3HLT)
+    finished = subprocess.run([sys.executable, "-c", UNDER_FILTER, json.dumps(list(calls))], input=program,
+                              capture_output=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr.decode()[-2000:]
+    assert json.loads(finished.stdout) == {" ".join(map(str, call)): said for call, said in calls.items()}
+
+
+def test_every_allowed_socket_family_says_why_it_is_there():
+    assert set(seccomp.SOCKET_FAMILIES) == {"AF_UNIX", "AF_NETLINK"}
+    assert all(len(why) > 30 for _, why in seccomp.SOCKET_FAMILIES.values())
+    assert seccomp.NETLINK_PROTOCOLS == {"NETLINK_ROUTE": 0}
+
+
+# --- the CPU share: the group's files, and the fallback without a controller ---------------------------
+
+
+def test_a_delegated_v2_subtree_with_the_cpu_controller_gives_each_group_a_weight_and_one_cpu(tmp_path, monkeypatch):
+    delegated = tmp_path / "delegated"
+    delegated.mkdir()
+    (delegated / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    monkeypatch.setenv("ATTNBOOK_CGROUP", str(delegated))
+    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    caps = cgroups.plan()
+    assert caps.cpu and caps.parents == {"cpu": delegated, "memory": delegated, "pids": delegated}
+    group_folder = delegated / "one"
+    group_folder.mkdir()
+    for name in ("cpu.weight", "cpu.max", "memory.max", "pids.max", "cgroup.procs"):
+        (group_folder / name).write_text("")
+    group = cgroups.Group(caps, "one")
+    assert [(group_folder / name).read_text() for name in ("cpu.weight", "cpu.max")] == ["100", "100000 100000"]
+    assert group.join_files() == [str(group_folder / "cgroup.procs")]
+
+
+def test_a_delegated_v2_subtree_without_the_cpu_controller_says_so(tmp_path, monkeypatch):
+    delegated = tmp_path / "delegated"
+    delegated.mkdir()
+    (delegated / "cgroup.subtree_control").write_text("memory pids\n")
+    monkeypatch.setenv("ATTNBOOK_CGROUP", str(delegated))
+    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    caps = cgroups.plan()
+    assert not caps.cpu and caps.why_not_cpu == f"{delegated} does not enable the cpu controller"
+    assert caps.describe().endswith(f"(cgroup v2), no CPU share: {delegated} does not enable the cpu controller")
+
+
+@ROOT_ONLY
+def test_each_sandbox_group_on_this_machine_gets_an_equal_weight_and_one_cpu():
+    caps = cgroups.plan()
+    assert caps.cpu, caps.why_not_cpu
+    group = cgroups.Group(caps, f"cpu-test-{os.getpid()}")
+    try:
+        folder = group.folders["cpu"]
+        if caps.kind == "cgroup v1":
+            found = [(folder / name).read_text().strip() for name in ("cpu.shares", "cpu.cfs_quota_us",
+                                                                     "cpu.cfs_period_us")]
+            assert found == ["1024", "100000", "100000"]
+        else:
+            assert [(folder / name).read_text().strip() for name in ("cpu.weight", "cpu.max")] == ["100",
+                                                                                                 "100000 100000"]
+        assert str(folder / "cgroup.procs") in group.join_files()
+    finally:
+        assert group.remove() == []
+
+
+@ROOT_ONLY
+def test_without_a_cpu_controller_the_sandboxes_are_graded_one_at_a_time(tmp_path, monkeypatch, capsys):
+    plan = cgroups.plan
+
+    def without_cpu(memory_bytes=cgroups.MEMORY_BYTES):
+        caps = plan(memory_bytes)
+        return dataclasses.replace(caps, parents={k: v for k, v in caps.parents.items() if k != "cpu"},
+                                   why_not_cpu="the test's choice")
+
+    jobs_seen = []
+    grade_in_workers = grading.grade_in_workers
+
+    def spy(plan, paths, timeout, jobs, *args):
+        jobs_seen.append(jobs)
+        return grade_in_workers(plan, paths, timeout, jobs, *args)
+
+    monkeypatch.setattr(cgroups, "plan", without_cpu)
+    monkeypatch.setattr(grading, "grade_in_workers", spy)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("ann", "bob"):
+        shutil.copy(SAMPLES / "correct.ipynb", folder / f"{name}.ipynb")
+    results, _ = grading.grade(HOMEWORK, folder, tmp_path / "out", jobs=2)
+    assert [result["total"] for result in results] == [10, 10] and jobs_seen == [1]
+    assert ("homework: no CPU share per sandbox (the test's choice): one at a time instead of --jobs 2"
+            in capsys.readouterr().err)
