@@ -54,11 +54,11 @@ SPAWN_SPINNERS = textwrap.dedent(f'''
             while True:
                 pass
         started += 1
-    sessions = len({{os.getsid(pid) for pid in map(int, os.listdir("/proc")) if pid != 1}})
 ''')
 SLEEP = f"import time\ntime.sleep({HOG_SLEEP_S})\n"
-HOG_REPORT = '''def my_softmax(x):
-    raise ValueError(f"HOG started={started} sessions={sessions}")
+HOG_REPORT = '''def my_softmax(x):  # called by the hidden tests, long after the children started
+    sessions = {os.getsid(int(pid)) for pid in os.listdir("/proc") if pid.isdigit() and pid != "1"}
+    raise ValueError(f"HOG started:{started} sessions:{len(sessions)}")
 '''
 
 # each family or netlink protocol the allow list refuses, opened; the errno's name, or "opened"
@@ -73,20 +73,20 @@ OPEN_SOCKETS = textwrap.dedent(f'''
             return errno.errorcode.get(error.errno, str(error.errno))
 
     said = {{"vsock": opens({AF_VSOCK}, socket.SOCK_STREAM), "packet": opens({AF_PACKET}, socket.SOCK_DGRAM),
-            "netlink sock_diag": opens(16, socket.SOCK_RAW, {NETLINK_SOCK_DIAG}),
-            "netlink uevent": opens(16, socket.SOCK_DGRAM, {NETLINK_KOBJECT_UEVENT}),
+            "diag": opens(16, socket.SOCK_RAW, {NETLINK_SOCK_DIAG}),
+            "uevent": opens(16, socket.SOCK_DGRAM, {NETLINK_KOBJECT_UEVENT}),
             "inet": opens(socket.AF_INET, socket.SOCK_STREAM), "unix": opens(socket.AF_UNIX, socket.SOCK_STREAM),
-            "netlink route": opens(16, socket.SOCK_RAW, 0)}}
+            "route": opens(16, socket.SOCK_RAW, 0)}}
     a, b = socket.socketpair()
-    a.sendall(b"local sockets work")
-    said["socketpair"] = b.recv(64).decode()
+    a.sendall(b"works")
+    said["pair"] = b.recv(64).decode()
 ''')
 SOCKETS_REPORT = '''def my_softmax(x):
-    raise ValueError(f"SOCKETS {sorted(said.items())}")
+    raise ValueError("SOCKETS " + " ".join(f"{name}:{said[name]}" for name in sorted(said)))
 '''
-REFUSED_SOCKETS = [("inet", "EAFNOSUPPORT"), ("netlink route", "opened"), ("netlink sock_diag", "EPROTONOSUPPORT"),
-                   ("netlink uevent", "EPROTONOSUPPORT"), ("packet", "EAFNOSUPPORT"),
-                   ("socketpair", "local sockets work"), ("unix", "opened"), ("vsock", "EAFNOSUPPORT")]
+# the sockets a notebook opened (unix, route, a socket pair) and those it was refused, in words of [a-z:A-Z ]
+SOCKETS_SAID = ("SOCKETS diag:EPROTONOSUPPORT inet:EAFNOSUPPORT packet:EAFNOSUPPORT pair:works route:opened "
+                "uevent:EPROTONOSUPPORT unix:opened vsock:EAFNOSUPPORT")
 
 
 def with_cells(*sources: str) -> str:
@@ -133,8 +133,8 @@ def test_honest_students_keep_full_marks_beside_a_hog_of_many_sessions(graded, n
 def test_the_hog_ran_its_children_in_sessions_of_their_own(graded):
     """The attack really ran: every child spun in a session of its own while the neighbours were graded."""
     text = graded["feedback"]["cpu_hog"]
-    said = text.split("my_softmax raised ValueError: HOG ", 1)[1].split()
-    started, sessions = (int(word.split("=")[1].rstrip(".;,)")) for word in said[:2])
+    said = text.split("ValueError: HOG ", 1)[1].split()
+    started, sessions = (int(word.split(":")[1].rstrip(".;,)`")) for word in said[:2])
     assert started >= HOG_CHILDREN - 2 and sessions >= started, text
 
 
@@ -145,7 +145,7 @@ def test_the_grader_says_each_sandbox_gets_a_cpu_share(graded):
 
 def test_a_notebook_opens_only_local_and_routing_sockets(graded):
     text = graded["feedback"]["sockets"]
-    assert f"my_softmax raised ValueError: SOCKETS {REFUSED_SOCKETS}" in text, text
+    assert f"ValueError: {SOCKETS_SAID}" in text, text
 
 
 # --- the socket allow list in a throwaway process --------------------------------------------------------
