@@ -12,7 +12,6 @@ to one sandbox at a time without a CPU controller.
 from __future__ import annotations
 
 import csv
-import ctypes
 import dataclasses
 import errno
 import json
@@ -22,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from tools.homework import cgroups, grading, seccomp
+from tools.homework import cgroups, grading, sandbox, seccomp
 
 HOMEWORK = "hw_scaled_dot_product_attention"
 SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK
@@ -146,6 +146,60 @@ def test_the_grader_says_each_sandbox_gets_a_cpu_share(graded):
 def test_a_notebook_opens_only_local_and_routing_sockets(graded):
     text = graded["feedback"]["sockets"]
     assert f"ValueError: {SOCKETS_SAID}" in text, text
+
+
+# --- the CPU share of two sandboxes side by side, whatever the machine's other load ---------------------
+
+SPENT = textwrap.dedent('''
+    def spent():
+        """CPU seconds the spinners have used so far (utime + stime of each, from /proc)."""
+        ticks = 0
+        for pid in spinners:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+''')
+SPIN_FOR = textwrap.dedent('''
+    import time
+    start_wall, start_cpu = time.monotonic(), time.process_time()
+    while time.monotonic() - start_wall < SECONDS:
+        pass
+    rate = (time.process_time() - start_cpu) / (time.monotonic() - start_wall)
+''')
+WINDOW_S = 4
+
+
+@ROOT_ONLY
+def test_a_sandbox_of_many_sessions_gets_no_more_cpu_than_one_busy_neighbour():
+    """The hog's sixty sessions share one slice: a neighbour's one busy process runs about as fast as all of them.
+
+    Both sandboxes meet the same competition from the rest of the machine, so the ratio of their rates does
+    not depend on the machine's load. Without a CPU share each of the hog's sessions counts as much as the
+    neighbour, which then gets about 1/58 of the hog's rate.
+    """
+    caps = cgroups.plan()
+    assert caps.cpu, caps.why_not_cpu
+    hog, neighbour = sandbox.Session(cpu_seconds=120, caps=caps), sandbox.Session(cpu_seconds=120, caps=caps)
+    try:
+        hog.start()
+        source = "spinners = []\n" + SPAWN_SPINNERS.replace("started += 1", "started += 1\n    spinners.append(pid)")
+        answer = hog.request({"op": "run", "source": source + SPENT, "timeout": 60}, 65)
+        assert answer["ok"] is True, answer
+        neighbour.start()
+        before = sandbox.sandbox_driver.decode(hog.request({"op": "call", "name": "spent", "args": [], "kwargs": {},
+                                                              "timeout": 60}, 65)["value"])
+        started = time.monotonic()
+        spin = SPIN_FOR.replace("SECONDS", str(WINDOW_S))
+        assert neighbour.request({"op": "run", "source": spin, "timeout": 60}, 65)["ok"]
+        after = sandbox.sandbox_driver.decode(hog.request({"op": "call", "name": "spent", "args": [], "kwargs": {},
+                                                             "timeout": 60}, 65)["value"])
+        hog_rate = (after - before) / (time.monotonic() - started)
+        neighbour_rate = sandbox.sandbox_driver.decode(neighbour.request({"op": "get", "name": "rate", "timeout": 10},
+                                                                         15)["value"])
+    finally:
+        hog_left, neighbour_left = hog.close(), neighbour.close()
+    assert neighbour_rate > hog_rate / 4, (neighbour_rate, hog_rate)
+    assert hog_left == neighbour_left == []
 
 
 # --- the socket allow list in a throwaway process --------------------------------------------------------
