@@ -289,7 +289,7 @@ def test_a_delegated_v2_subtree_without_the_cpu_controller_says_so(tmp_path, mon
 
 
 @ROOT_ONLY
-def test_each_sandbox_group_on_this_machine_gets_an_equal_weight_and_one_cpu():
+def test_each_sandbox_group_on_this_machine_gets_an_equal_weight_and_one_cpu_in_a_folder_of_one_share_per_cpu():
     caps = cgroups.plan()
     assert caps.cpu, caps.why_not_cpu
     group = cgroups.Group(caps, f"cpu-test-{os.getpid()}")
@@ -299,9 +299,13 @@ def test_each_sandbox_group_on_this_machine_gets_an_equal_weight_and_one_cpu():
             found = [(folder / name).read_text().strip() for name in ("cpu.shares", "cpu.cfs_quota_us",
                                                                      "cpu.cfs_period_us")]
             assert found == ["1024", "100000", "100000"]
+            # the folder of every sandbox's group weighs one share per CPU, as many busy sessions would
+            assert (folder.parent / "cpu.shares").read_text().strip() == str(1024 * os.cpu_count())
         else:
             assert [(folder / name).read_text().strip() for name in ("cpu.weight", "cpu.max")] == ["100",
                                                                                                  "100000 100000"]
+            if not os.environ.get("ATTNBOOK_CGROUP"):  # a delegated folder keeps the weight its owner gave it
+                assert (folder.parent / "cpu.weight").read_text().strip() == str(min(10_000, 100 * os.cpu_count()))
         assert str(folder / "cgroup.procs") in group.join_files()
     finally:
         assert group.remove() == []

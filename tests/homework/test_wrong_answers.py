@@ -563,7 +563,7 @@ PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
         "the k smallest logits kept (k logits per row)": _smallest_k,
     },
     ("hw_gpt", "bigram", "my_bigram_probabilities"): {
-        "uniform rows (each row sums to 1)": lambda ids, vocab_size, k: np.full((vocab_size, vocab_size), 1 / vocab_size),
+        "uniform rows (each row sums to 1)": lambda ids, size, k: np.full((size, size), 1 / size),
     },
     ("hw_gpt", "bpc", "my_bits_per_character"): {
         "the mean over every probability (right for a uniform guess)": lambda p, t: float(-np.mean(np.log2(p))),
@@ -608,7 +608,7 @@ PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
         "overlapping pairs merged from the end (the right length)": _right_to_left_merge,
     },
     ("hw_tokens", "one-hot", "my_one_hot"): {
-        "the next id's row (one 1 per row)": lambda ids, vocab_size: np.eye(vocab_size)[(np.asarray(ids) + 1) % vocab_size],
+        "the next id's row (one 1 per row)": lambda ids, size: np.eye(size)[(np.asarray(ids) + 1) % size],
     },
     ("hw_transformer", "layer-norm", "my_layer_norm"): {
         "centred, not divided by the deviation (mean 0, a constant row to zeros)":

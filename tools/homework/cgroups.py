@@ -26,7 +26,9 @@ each group gets the same weight (v2 ``cpu.weight`` :data:`CPU_WEIGHT`, v1 ``cpu.
 :data:`CPU_SHARES`) and at most one CPU (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``:
 :data:`CPU_QUOTA_US` per :data:`CPU_PERIOD_US`; a sandbox's numerical libraries run one thread). Without
 the controller (:attr:`Plan.why_not_cpu` says why) nothing keeps one sandbox from starving another, and
-the grader runs the sandboxes one at a time.
+the grader runs the sandboxes one at a time. The folder that holds the sandboxes' groups (as root) weighs
+one share per CPU of the machine: beside other work the sandboxes together get what as many busy sessions
+would, as they did when each was a session of its own.
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ def _own_groups() -> dict[str, str]:
     return groups
 
 
+def _weigh_folder(folder: Path, v1: bool) -> None:
+    """Give the sandboxes' folder one share per CPU: together they weigh what as many busy sessions would."""
+    cpus = os.cpu_count() or 1
+    name, value = ("cpu.shares", CPU_SHARES * cpus) if v1 else ("cpu.weight", min(10_000, CPU_WEIGHT * cpus))
+    try:
+        (folder / name).write_text(str(value))
+    except OSError:  # the folder keeps the kernel's default weight: the sandboxes are slower beside other work
+        pass
+
+
 def _usable(parent: Path) -> bool:
     """Whether groups can be made in ``parent`` (made if missing): a probe group made and removed."""
     probe = parent / f"probe-{os.getpid()}"
@@ -139,7 +151,11 @@ def _v2_parent(mount: Path) -> tuple[Path | None, str, set[str]]:
             if "cpu" not in wanted:
                 return None, f"cannot enable memory and pids in {parent} ({error.strerror})", set()
             wanted.remove("cpu")  # (a real-time process outside a group, say): memory and pids without it
-    return (parent, "", set(wanted)) if _usable(parent) else (None, f"cannot make groups in {parent}", set())
+    if not _usable(parent):
+        return None, f"cannot make groups in {parent}", set()
+    if "cpu" in wanted:
+        _weigh_folder(parent, v1=False)
+    return parent, "", set(wanted)
 
 
 def plan(memory_bytes: int = MEMORY_BYTES) -> Plan:
@@ -166,6 +182,8 @@ def plan(memory_bytes: int = MEMORY_BYTES) -> Plan:
                     why_not_cpu = "no cpu hierarchy is mounted"
                 elif not _usable(parents["cpu"]):
                     why_not_cpu = f"cannot make groups in {parents.pop('cpu')}"
+                else:
+                    _weigh_folder(parents["cpu"], v1=True)
                 return Plan("cgroup v1", memory_bytes, PROCESSES, memory_bytes, parents, why_not_cpu=why_not_cpu)
             reasons.append("cannot make groups in the memory and pids hierarchies")
         else:
