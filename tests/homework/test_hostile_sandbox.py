@@ -205,17 +205,10 @@ def test_a_sandbox_of_many_sessions_gets_no_more_cpu_than_one_busy_neighbour():
 # --- the socket allow list in a throwaway process --------------------------------------------------------
 
 UNDER_FILTER = textwrap.dedent('''
-    import ctypes, errno, json, socket, sys
-    program = sys.stdin.buffer.read()
+    import ctypes, errno, json, sys
+    from tools.homework import seccomp
+    seccomp.install(sys.stdin.buffer.read())
     libc = ctypes.CDLL(None, use_errno=True)
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-    fprog = Program(len(program) // 8, program)
-    assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()  # PR_SET_SECCOMP, FILTER
-
     pair = (ctypes.c_int * 2)()  # where socketpair writes its two descriptors
 
     def call(number, *args):
@@ -258,13 +251,19 @@ def test_every_allowed_socket_family_says_why_it_is_there():
 # --- the CPU share: the group's files, and the fallback without a controller ---------------------------
 
 
-def test_a_delegated_v2_subtree_with_the_cpu_controller_gives_each_group_a_weight_and_one_cpu(tmp_path, monkeypatch):
+def delegated_v2(tmp_path, monkeypatch, controllers: str) -> Path:
+    """A delegated cgroup v2 folder (a copy of its layout) enabling ``controllers`` for its children."""
     delegated = tmp_path / "delegated"
     delegated.mkdir()
-    (delegated / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    (delegated / "cgroup.subtree_control").write_text(controllers + "\n")
     monkeypatch.setenv("ATTNBOOK_CGROUP", str(delegated))
     monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
     (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    return delegated
+
+
+def test_a_delegated_v2_subtree_with_the_cpu_controller_gives_each_group_a_weight_and_one_cpu(tmp_path, monkeypatch):
+    delegated = delegated_v2(tmp_path, monkeypatch, "cpu memory pids")
     caps = cgroups.plan()
     assert caps.cpu and caps.parents == {"cpu": delegated, "memory": delegated, "pids": delegated}
     group_folder = delegated / "one"
@@ -277,12 +276,7 @@ def test_a_delegated_v2_subtree_with_the_cpu_controller_gives_each_group_a_weigh
 
 
 def test_a_delegated_v2_subtree_without_the_cpu_controller_says_so(tmp_path, monkeypatch):
-    delegated = tmp_path / "delegated"
-    delegated.mkdir()
-    (delegated / "cgroup.subtree_control").write_text("memory pids\n")
-    monkeypatch.setenv("ATTNBOOK_CGROUP", str(delegated))
-    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", set())])
-    (tmp_path / "cgroup.controllers").write_text("memory pids\n")
+    delegated = delegated_v2(tmp_path, monkeypatch, "memory pids")
     caps = cgroups.plan()
     assert not caps.cpu and caps.why_not_cpu == f"{delegated} does not enable the cpu controller"
     assert caps.describe().endswith(f"(cgroup v2), no CPU share: {delegated} does not enable the cpu controller")
