@@ -27,19 +27,13 @@ HOMEWORK = "hw_scaled_dot_product_attention"
 SAMPLES = Path(__file__).resolve().parent / "submissions" / HOMEWORK
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own per submission is root's way of grading")
 
-# Loads a BPF program with prctl (no library), then makes each call and reports its errno.
+# Loads a BPF program (seccomp.install: prctl, no library), then makes each call and reports its errno.
 UNDER_FILTER = textwrap.dedent('''
     import ctypes, errno, json, os, subprocess, sys, threading
     import pyseccomp
-    program = sys.stdin.buffer.read()
+    from tools.homework import seccomp
+    seccomp.install(sys.stdin.buffer.read())
     libc = ctypes.CDLL(None, use_errno=True)
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-    fprog = Program(len(program) // 8, program)
-    assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()  # PR_SET_SECCOMP, FILTER
     arch = pyseccomp.system_arch()
 
     def call(number, *args):

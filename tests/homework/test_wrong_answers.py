@@ -411,3 +411,234 @@ def test_a_boolean_padding_mask_with_wrong_values_gets_no_point():
 
     users, passed = issue_example("hw_masks", "padding", "my_padding_mask", every_key)
     assert "padding-dtype" in users and passed == []
+
+
+# --- wrong answers that keep a property the hidden tests test, but are not the task's answer (issue 38) ----------
+
+
+def _ones_at(shape, where) -> np.ndarray:
+    mask = np.zeros(shape, dtype=bool)
+    mask[where] = True
+    return mask
+
+
+def _uniform_attention(q, k, v):
+    """Every query spreads its weight evenly over the keys: rows that sum to 1, the output their mix of v."""
+    q, k, v = np.asarray(q, dtype=float), np.asarray(k, dtype=float), np.asarray(v, dtype=float)
+    weights = np.full(q.shape[:-1] + (k.shape[-2],), 1 / k.shape[-2])  # (..., n_q, n_k)
+    return weights @ v, weights
+
+
+def _softmax_rows(z):
+    from attnbook import softmax
+
+    return softmax(np.asarray(z, dtype=float))
+
+
+def _hard_max(x):
+    """One where a row is at its maximum, shared among ties: rows that sum to 1, stable for any logit."""
+    x = np.asarray(x, dtype=float)
+    top = x == x.max(axis=-1, keepdims=True)  # (..., n)
+    return top / top.sum(axis=-1, keepdims=True)
+
+
+def _unscaled_grouped(q, k, v):
+    """Grouped attention whose scores are not divided by sqrt(d_k): rows that sum to 1, the shared values."""
+    from attnbook import softmax
+
+    group = q.shape[0] // k.shape[0]
+    k_all, v_all = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)  # (h, n, d) each
+    weights = softmax(q @ np.swapaxes(k_all, -1, -2))  # (h, n_q, n_k)
+    return weights @ v_all, weights
+
+
+def _patches_by_columns(image, patch_size):
+    """The right patches, in column order: token 0 is right, and so is every image one patch high."""
+    from attnbook.beyond.modalities import image_to_patches
+
+    image = np.asarray(image)
+    rows, cols = image.shape[0] // patch_size, image.shape[1] // patch_size
+    tokens = image_to_patches(image, patch_size)  # (rows * cols, p * p * C)
+    return tokens.reshape(rows, cols, -1).swapaxes(0, 1).reshape(rows * cols, -1)
+
+
+def _top_patch_everywhere(image, patch_size):
+    from attnbook.beyond.modalities import image_to_patches
+
+    tokens = image_to_patches(np.asarray(image), patch_size)  # (n_patches, p * p * C)
+    return np.broadcast_to(tokens[0], tokens.shape).copy()
+
+
+def _sin_cos_swapped(n_positions, d_model):
+    from attnbook import sinusoidal_encoding
+
+    encoding = sinusoidal_encoding(n_positions, d_model)  # (n, d)
+    swapped = encoding.copy()
+    swapped[:, 0::2], swapped[:, 1::2] = encoding[:, 1::2], encoding[:, 0::2]
+    return swapped
+
+
+def _dx_without_gamma(x, gamma, dy, eps=1e-5):
+    """dx as if gamma were 1 (still orthogonal to 1 and x_hat), with the right dgamma and dbeta."""
+    from attnbook.learning.layers import layer_norm_vjp
+
+    x, gamma, dy = (np.asarray(a, dtype=float) for a in (x, gamma, dy))
+    dx = layer_norm_vjp(x, np.ones_like(gamma), np.zeros_like(gamma), eps)[1](dy)[0]  # (..., d)
+    _, dgamma, dbeta = layer_norm_vjp(x, gamma, np.zeros_like(gamma), eps)[1](dy)
+    return dx, dgamma, dbeta
+
+
+def _top_token_only(logits, p):
+    logits = np.asarray(logits, dtype=float)
+    top = np.argmax(logits, axis=-1)[..., None]  # (..., 1)
+    return np.where(np.arange(logits.shape[-1]) == top, logits, -np.inf)
+
+
+def _right_to_left_merge(ids, pair, new_id):
+    """Overlapping pairs merged from the end: the same length and counts, other tokens where pairs overlap."""
+    from attnbook.text.bpe import merge_pair
+
+    return list(merge_pair(list(ids)[::-1], (pair[1], pair[0]), new_id))[::-1]
+
+
+def _padding_in_front(lengths, n):
+    """The right number of real keys per sentence, at the end of the row instead of the start."""
+    return (np.arange(n) >= n - np.asarray(lengths)[:, None])[:, None, :]  # (batch, 1, n)
+
+
+def _uniform_multi_head(x, w, n_heads):
+    from attnbook import multi_head_attention
+
+    result = multi_head_attention(x, x, x, w, n_heads)
+    return result.output, np.full_like(result.weights, 1 / result.weights.shape[-1])
+
+
+def _uniform_self_attention(x, w_q, w_k, w_v):
+    x = np.asarray(x, dtype=float)
+    weights = np.full(x.shape[:-1] + (x.shape[-2],), 1 / x.shape[-2])  # (..., n, n)
+    return weights @ (x @ np.asarray(w_v)), weights
+
+
+def _sink_free_window(n, window, sinks):
+    from attnbook.efficient.streaming import sink_window_mask
+
+    return sink_window_mask(n, window, 0)
+
+
+def _uniform_logsumexp(s):
+    from attnbook.efficient.flash import flash_forward
+
+    s = np.asarray(s, dtype=float)
+    identity = np.eye(s.shape[1])
+    return flash_forward(s, identity, identity, scale=1.0).logsumexp, np.full_like(s, 1 / s.shape[1])
+
+
+def _smallest_k(logits, k):
+    logits = np.asarray(logits, dtype=float)
+    kth = np.sort(logits, axis=-1)[..., min(k, logits.shape[-1]) - 1:min(k, logits.shape[-1])]  # (..., 1)
+    return np.where(logits <= kth, logits, -np.inf)
+
+
+# (homework, task, name) -> {the wrong answer in words, with the property it keeps: the wrong answer}
+PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
+    ("hw_masks", "causal", "my_causal_mask"): {
+        "the identity (no future key, every query some key)": lambda n: np.eye(n, dtype=bool),
+        "key 0 only (no future key, every query some key)": lambda n: _ones_at((n, n), (slice(None), 0)),
+        "the transposed causal mask (a triangle, the diagonal kept)": lambda n: np.triu(np.ones((n, n), dtype=bool)),
+    },
+    ("hw_masks", "padding", "my_padding_mask"): {
+        "the padding in front (the right number of real keys)": _padding_in_front,
+    },
+    ("hw_beyond_text", "patches", "my_image_to_patches"): {
+        "the top-left patch for every token (token 0 right)": _top_patch_everywhere,
+        "the patches in column order (token 0 right, right for one row of patches)": _patches_by_columns,
+    },
+    ("hw_beyond_text", "graph", "my_graph_mask"): {
+        "self-loops only, the identity (each node attends to itself)": lambda a: np.eye(len(a), dtype=bool),
+    },
+    ("hw_gpt", "temperature", "my_temperature_probabilities"): {
+        "the temperature ignored (rows that sum to 1)": lambda z, t: _softmax_rows(z),
+    },
+    ("hw_gpt", "top-k", "my_top_k_filter"): {
+        "the k smallest logits kept (k logits per row)": _smallest_k,
+    },
+    ("hw_gpt", "bigram", "my_bigram_probabilities"): {
+        "uniform rows (each row sums to 1)": lambda ids, size, k: np.full((size, size), 1 / size),
+    },
+    ("hw_gpt", "bpc", "my_bits_per_character"): {
+        "the mean over every probability (right for a uniform guess)": lambda p, t: float(-np.mean(np.log2(p))),
+    },
+    ("hw_long_context", "sink-mask", "my_sink_window_mask"): {
+        "a causal window without its sinks (causal, banded)": _sink_free_window,
+    },
+    ("hw_long_context", "linear", "my_linear_attention_recurrent"): {
+        "each token its own value (causal, token 0 right)": lambda q, k, v: np.array(v, dtype=float),
+        "token 0's value for every token, key 0 only (causal, token 0 right)":
+            lambda q, k, v: np.broadcast_to(np.asarray(v, dtype=float)[0], np.shape(v)).copy(),
+    },
+    ("hw_long_context", "logsumexp", "my_logsumexp_weights"): {
+        "uniform weights beside the right logsumexp (rows that sum to 1)": _uniform_logsumexp,
+    },
+    ("hw_modern_block", "rms-norm", "my_rms_norm"): {
+        "the sign of x (right on constant rows, not centred)": lambda x, gamma, eps=1e-6: np.sign(x) * gamma,
+    },
+    ("hw_modern_block", "grouped", "my_grouped_attention"): {
+        "unscaled scores (rows that sum to 1, the one shared value head, heads that differ)": _unscaled_grouped,
+    },
+    ("hw_multi_head_attention", "multi-head", "my_multi_head_self_attention"): {
+        "uniform weights beside the right output (rows that sum to 1)": _uniform_multi_head,
+    },
+    ("hw_positional_encoding", "encoding", "my_sinusoidal_encoding"): {
+        "sine and cosine swapped (values in [-1, 1], the right frequencies)": _sin_cos_swapped,
+    },
+    ("hw_positions_today", "rotary", "my_apply_rotary"): {
+        "x unchanged (lengths kept, scores that depend on the offset alone)":
+            lambda x, positions, base=10000.0: np.array(x, dtype=float),
+    },
+    ("hw_scaled_dot_product_attention", "softmax", "my_softmax"): {
+        "a hard maximum that shares ties (rows that sum to 1, right on logits of ±10000)": _hard_max,
+    },
+    ("hw_scaled_dot_product_attention", "attention", "my_attention"): {
+        "uniform weights (rows that sum to 1, the output their mix of v)": _uniform_attention,
+    },
+    ("hw_self_attention_layer", "layer", "my_self_attention"): {
+        "uniform weights (equivariant, rows that sum to 1, the output the weights times V)": _uniform_self_attention,
+    },
+    ("hw_tokens", "merge", "my_merge_pair"): {
+        "overlapping pairs merged from the end (the right length)": _right_to_left_merge,
+    },
+    ("hw_tokens", "one-hot", "my_one_hot"): {
+        "the next id's row (one 1 per row)": lambda ids, size: np.eye(size)[(np.asarray(ids) + 1) % size],
+    },
+    ("hw_transformer", "layer-norm", "my_layer_norm"): {
+        "centred, not divided by the deviation (mean 0, a constant row to zeros)":
+            lambda x, gamma, beta, eps=1e-5: (x - np.mean(x, axis=-1, keepdims=True)) * gamma + beta,
+    },
+    ("hw_transformers_that_learn", "layer-norm-backward", "my_layer_norm_backward"): {
+        "dx without gamma (orthogonal to 1 and x_hat, dgamma and dbeta right)": _dx_without_gamma,
+    },
+    ("hw_transformers_that_learn", "nucleus", "my_nucleus_filter"): {
+        "the top token only (the top token kept, the others -inf)": _top_token_only,
+    },
+    ("hw_why_attention", "rnn", "my_rnn_states"): {
+        "no recurrence, h_t = tanh(x_t W_x + b) (causal, h_1 right)":
+            lambda x, w_x, w_h, b: np.tanh(np.asarray(x) @ w_x + b),
+    },
+    ("hw_why_attention", "macs", "my_attention_macs"): {
+        "the scores alone, n^2 d (quadratic in n)": lambda n, d: n * n * d,
+    },
+}
+
+
+@pytest.mark.parametrize(("homework", "task", "name", "what"),
+                         [pytest.param(*key, what, id=f"{key[0]}-{key[2]}-{what}")
+                          for key, answers in PROPERTY_KEEPING.items() for what in answers])
+def test_a_wrong_answer_that_keeps_a_property_gets_no_point(homework, task, name, what):
+    """Each hidden test compares the answer with the reference, beside the property it tests."""
+    users, passed = issue_example(homework, task, name, PROPERTY_KEEPING[homework, task, name][what])
+    assert users, f"no hidden test of task {task} uses {name}"
+    assert passed == [], f"{homework}: {name} as {what} keeps the points of {', '.join(passed)}"
+
+
+def test_every_homework_has_a_wrong_answer_that_keeps_a_property():
+    assert {homework for homework, _, _ in PROPERTY_KEEPING} == set(HOMEWORKS)

@@ -750,6 +750,11 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
         print(f"homework: graded as a user, the sandboxes share your uid and its process limit: one at a time "
               f"instead of --jobs {jobs} (as root each submission has a uid of its own)", file=sys.stderr)
         jobs = 1
+    elif sandboxed and not caps.cpu and jobs > 1:
+        # nothing shares the CPU between sandboxes: one submission's processes could starve another's cells
+        print(f"homework: no CPU share per sandbox ({caps.why_not_cpu}): one at a time instead of --jobs {jobs}",
+              file=sys.stderr)
+        jobs = 1
     out.mkdir(parents=True, exist_ok=True)
     results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps,
                                max_bytes)

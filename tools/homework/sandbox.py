@@ -12,14 +12,15 @@ Each submission gets its own ``bwrap`` process tree:
   Writable: a private work folder (``/sandbox``, holding only the driver) and ``/tmp``, both small
   tmpfs that vanish with the sandbox;
 - a seccomp filter (:mod:`tools.homework.seccomp`) that refuses the system calls that reach state
-  outside it: key rings, new namespaces, tracing, kernel programs, mounts, modules;
+  outside it: key rings, new namespaces, tracing, kernel programs, mounts, modules, and every socket
+  family but local and routing-netlink sockets;
 - an empty environment (``--clearenv``) but for a few variables this module sets;
 - when the grader runs as root, an unprivileged uid of its own for this submission
   (:func:`tools.homework.traces.lease_uid`; no capabilities, ``no_new_privs``); otherwise a user
   namespace with every capability dropped;
-- memory and processes capped for the sandbox as a whole, by a control group where the machine allows
-  it (:mod:`tools.homework.cgroups`), and limits set before ``bwrap`` starts and inherited by everything
-  inside: address space, CPU time, processes, file size and open files.
+- memory and processes capped, and the CPU shared, for the sandbox as a whole, by a control group where
+  the machine allows it (:mod:`tools.homework.cgroups`), and limits set before ``bwrap`` starts and
+  inherited by everything inside: address space, CPU time, processes, file size and open files.
 
 When the submission is done, :meth:`Session.close` checks that its uid and its PID namespace own nothing
 any more on the host, and cleans and reports what they do (:mod:`tools.homework.traces`).
@@ -87,7 +88,11 @@ def _read_only_trees() -> list[Path]:
 
 
 def _environment(home: str) -> dict[str, str]:
+    import attnbook
+
+    package = str(Path(attnbook.__file__).resolve().parent.parent)  # bound read-only: the grader's own attnbook
     return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
+            "PYTHONPATH": package,
             "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "IPYTHONDIR": "/tmp/ipython",
             "MPLCONFIGDIR": "/tmp/matplotlib", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}

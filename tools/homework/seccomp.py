@@ -7,10 +7,9 @@ binding with the API of libseccomp's own Python module; it needs only ``libsecco
 Debian system has because apt depends on it).
 
 The filter is a deny list: everything a notebook does (files in its sandbox, threads, ``fork``,
-``subprocess``, ``multiprocessing``, sockets in its empty network namespace) stays allowed, and whole
-classes of calls that reach state outside the sandbox are refused with ``EPERM``, as if the caller had
-no right to them (:data:`REFUSED` says why each class is there). Two details make the list hold by class
-and not only by name:
+``subprocess``, ``multiprocessing``) stays allowed, and whole classes of calls that reach state outside
+the sandbox are refused with ``EPERM``, as if the caller had no right to them (:data:`REFUSED` says why
+each class is there). Two details make the list hold by class and not only by name:
 
 - ``clone`` is refused whenever its flags ask for a new namespace of any kind, and ``clone3`` (whose
   flags sit in memory, out of the filter's reach) answers ``ENOSYS``, so that the C library falls back
@@ -18,6 +17,15 @@ and not only by name:
 - System calls newer than the ones libseccomp knows (numbers above its table, up to
   :data:`LAST_NUMBER`) answer ``ENOSYS``, as on an older kernel: a new call is refused until a
   libseccomp that knows it is installed and it is judged here.
+
+Sockets are the one allow list: ``socket`` and ``socketpair`` open only the families of
+:data:`SOCKET_FAMILIES` and answer ``EAFNOSUPPORT`` (as a kernel built without the family) for every
+other; a netlink socket opens only the protocols of :data:`NETLINK_PROTOCOLS` and answers
+``EPROTONOSUPPORT`` otherwise. An empty network namespace does not make the others harmless: a vsock
+socket reaches the host of a virtual machine through no network at all, a packet or a netlink socket of
+another protocol talks to the kernel's own subsystems. The driver talks to the grader over its standard
+input and output (no ZMQ, no TCP), and nothing a homework imports opens an internet socket, so ``AF_INET``
+and ``AF_INET6`` are refused too.
 
 Calls of another architecture (32-bit ``int 0x80`` calls, x32) kill the process: that is libseccomp's
 action for a foreign architecture, and the filter keeps it.
@@ -62,6 +70,18 @@ NAMESPACE_FLAGS = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CL
                    "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080}
 LAST_NUMBER = 1023  # numbers above libseccomp's table and up to this one answer ENOSYS
 
+# the socket families a sandbox may open (linux/socket.h) -> (number, why a notebook needs it)
+SOCKET_FAMILIES: dict[str, tuple[int, str]] = {
+    "AF_UNIX": (1, "local sockets within the sandbox: multiprocessing's pipes and connections, asyncio's "
+                   "wake-up socket pair; the abstract names are the sandbox's own, per network namespace"),
+    "AF_NETLINK": (16, "the C library asks the kernel for the network interfaces (getaddrinfo with "
+                       "AI_ADDRCONFIG, if_nameindex, getifaddrs) over a routing netlink socket: in the empty "
+                       "network namespace it sees only the loopback interface"),
+}
+# the netlink protocols a sandbox may open (linux/netlink.h): the C library's only one
+NETLINK_PROTOCOLS: dict[str, int] = {"NETLINK_ROUTE": 0}
+AF_NETLINK = SOCKET_FAMILIES["AF_NETLINK"][0]
+
 
 def refused_calls() -> list[str]:
     """Every system call the filter refuses by name, in the order of :data:`REFUSED`."""
@@ -69,8 +89,12 @@ def refused_calls() -> list[str]:
 
 
 @functools.cache
-def program(refusal: int = errno.EPERM) -> bytes:
+def program(refusal: int = errno.EPERM, family_refusal: int = errno.EAFNOSUPPORT,
+            protocol_refusal: int = errno.EPROTONOSUPPORT) -> bytes:
     """The filter as a BPF program (what ``bwrap --seccomp`` reads), refusing with errno ``refusal``.
+
+    A socket family outside :data:`SOCKET_FAMILIES` is refused with ``family_refusal``, a netlink protocol
+    outside :data:`NETLINK_PROTOCOLS` with ``protocol_refusal``.
 
     Raises ImportError when pyseccomp is missing and OSError when libseccomp cannot be loaded.
     """
@@ -83,12 +107,28 @@ def program(refusal: int = errno.EPERM) -> bytes:
     for flag in NAMESPACE_FLAGS.values():
         rules.add_rule(seccomp.ERRNO(refusal), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    unix = SOCKET_FAMILIES["AF_UNIX"][0]
+    for name, families in (("socket", {number for number, _ in SOCKET_FAMILIES.values()}), ("socketpair", {unix})):
+        for family in _outside(seccomp, 0, families):
+            rules.add_rule(seccomp.ERRNO(family_refusal), name, family)
+    for protocol in _outside(seccomp, 2, set(NETLINK_PROTOCOLS.values())):
+        rules.add_rule(seccomp.ERRNO(protocol_refusal), "socket", seccomp.Arg(0, seccomp.EQ, AF_NETLINK), protocol)
     for number in range(_last_known(seccomp, arch) + 1, LAST_NUMBER + 1):
         rules.add_rule(seccomp.ERRNO(errno.ENOSYS), number)
     with tempfile.TemporaryFile() as handle:
         rules.export_bpf(handle)
         handle.seek(0)
         return handle.read()
+
+
+def _outside(seccomp, index: int, allowed: set[int]) -> list:
+    """Conditions on argument ``index``, one per rule, that together match every value not in ``allowed``.
+
+    The whole 64-bit register is compared: a value with high bits set (which the kernel would drop from an
+    ``int``) is above every allowed value, and refused.
+    """
+    below = [seccomp.Arg(index, seccomp.EQ, value) for value in range(max(allowed)) if value not in allowed]
+    return [*below, seccomp.Arg(index, seccomp.GT, max(allowed))]
 
 
 def _last_known(seccomp, arch: int) -> int:
@@ -103,6 +143,23 @@ def _name(seccomp, arch: int, number: int) -> str:
     except (OSError, ValueError):
         return ""
     return name.decode() if isinstance(name, bytes) else (name or "")
+
+
+def install(data: bytes) -> None:
+    """Put this process (and every child it makes from now on) under the BPF program ``data`` for good.
+
+    What bwrap does with ``--seccomp``, without bwrap: ``no_new_privs``, then the filter (``prctl``); the
+    tests load the program in a throwaway process this way. Raises OSError when the kernel refuses it.
+    """
+    import ctypes
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    program = Program(len(data) // 8, data)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(program), 0, 0) != 0:  # NO_NEW_PRIVS, FILTER
+        raise OSError(ctypes.get_errno(), "the seccomp filter could not be installed")
 
 
 def readable_fd(data: bytes) -> int:
