@@ -44,6 +44,12 @@ def test_a_book_internal_cell_is_kept_when_it_advances_a_random_generator_a_late
     assert cells_left_out(notebook) == (set(), {1})
 
 
+def test_a_book_internal_cell_is_kept_when_it_changes_an_object_a_later_cell_reads():
+    notebook = cells(("seen = []\ntable = {}", None), ("seen.append(1)", INTERNAL), ("table['a'] = 1", INTERNAL),
+                     ("print(seen.count(1), seen[0])", INTERNAL), ("print(len(seen), table)", None))
+    assert cells_left_out(notebook) == ({3}, {1, 2})
+
+
 def test_a_name_bound_again_before_it_is_read_does_not_keep_the_first_binding():
     notebook = cells(("x = 2", INTERNAL), ("x = 3", None), ("print(x)", None))
     assert cells_left_out(notebook) == ({0}, set())

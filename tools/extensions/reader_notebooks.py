@@ -481,12 +481,14 @@ def super_escape(text: str) -> str:
 
 # ---- which code cells a reader gets ----
 GENERATORS = ("default_rng", "RandomState", "Generator")  # calls that make a random generator
+MUTATORS = frozenset({"append", "extend", "insert", "update", "pop", "popitem", "remove", "clear", "setdefault",
+                      "sort", "reverse", "fill", "resize", "shuffle", "put", "itemset", "add", "discard"})
 
 
-def _names(source: str) -> tuple[set[str], set[str], set[str], set[str]]:
+def _names(source: str) -> tuple[set[str], set[str], set[str], set[str], set[str]]:
     """What the code of a cell binds, reads, the names whose method it calls (``rng.normal(...)``: a random
-    generator it advances) and those it binds to a new random generator; IPython's ``%`` and ``!`` lines left
-    out."""
+    generator it advances), those it binds to a new random generator, and those whose object it changes (an
+    item or attribute set, a changing method called); IPython's ``%`` and ``!`` lines left out."""
     import ast
     import symtable
 
@@ -507,12 +509,17 @@ def _names(source: str) -> tuple[set[str], set[str], set[str], set[str]]:
         earlier = {n.id for n in ast.walk(ast.Module(body=tree.body[:tree.body.index(loop)], type_ignores=[]))
                    if isinstance(n, ast.Name)} | {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
         read -= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} - earlier
-    called = {node.func.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
-              and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)}
+    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and isinstance(node.func.value, ast.Name)]
+    called = {func.value.id for func in calls}
+    # an object the cell changes: an item or attribute it sets, a method of a list, dict or array that changes it
+    changed = {func.value.id for func in calls if func.attr in MUTATORS} | {
+        node.value.id for node in ast.walk(tree) if isinstance(node, (ast.Subscript, ast.Attribute))
+        and isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name)}
     made = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
             and ast.unparse(node.value.func).endswith(GENERATORS) for target in node.targets
             if isinstance(target, ast.Name)}
-    return bound, read, called, made
+    return bound, read, called, made, changed
 
 
 def fold(cell, outputs: bool) -> None:
@@ -532,8 +539,9 @@ def book_internal(cell) -> bool:
 
 def cells_left_out(cells) -> tuple[set[int], set[int]]:
     """The code cells of ``cells`` (index: cell) that a reader notebook leaves out, and the book-internal ones it
-    must keep because a later cell needs them: one binds a name a later kept cell reads, or calls a method of
-    an object a later kept cell uses (its random generator: left out, the numbers after it would differ).
+    must keep because a later cell needs them: one binds a name a later kept cell reads, or changes an object a
+    later kept cell uses (sets an item of it, calls a changing method, draws from its random generator: left
+    out, the numbers after it would differ).
 
     >>> from nbformat.v4 import new_code_cell as code
     >>> internal = {"tags": ["remove-cell"]}
@@ -544,11 +552,11 @@ def cells_left_out(cells) -> tuple[set[int], set[int]]:
     ({2}, {1, 3})
     """
     names = {index: _names(cell.source) for index, cell in cells.items()}
-    generators = set().union(*(made for *_, made in names.values()))
+    generators = set().union(*(made for _, _, _, made, _ in names.values()))
     left_out, needed, live = set(), set(), set()
     for index in sorted(cells, reverse=True):  # backwards: the names read after each cell
-        bound, read, called, _ = names[index]
-        if book_internal(cells[index]) and not (bound & live or called & generators & live):
+        bound, read, called, _, changed = names[index]
+        if book_internal(cells[index]) and not (bound & live or (called & generators | changed) & live):
             left_out.add(index)
             continue
         if book_internal(cells[index]):
