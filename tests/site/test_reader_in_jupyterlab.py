@@ -193,7 +193,7 @@ def boxed_display_math(notebook) -> list[str]:
 
 def test_a_boxs_display_math_reaches_mathjax_with_no_quote_marker_in_it(visit_server, jupyterlab):
     formulas = boxed_display_math(zipped(BOXES))
-    assert len(formulas) >= 5, f"only {len(formulas)} display formulas in the boxes of {BOXES}"
+    assert len(formulas) >= 2, f"only {len(formulas)} display formulas in the boxes of {BOXES}"
     expected = sum(tex.count(">") + tex.count("\\gt") for tex in formulas)
     page = open_notebook(visit_server, jupyterlab, BOXES).page
     try:
