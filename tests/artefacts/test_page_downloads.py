@@ -77,8 +77,8 @@ def sources_as_notebooks(fetch, reader, tmp_path_factory) -> dict[str, list[tupl
         menu = download_menu(page)
         assert ".md" in menu, f"the download menu of {page} offers no source: {sorted(menu)}"
         (folder / f"{chapter}.md").write_bytes(fetch(page, menu[".md"]))
-    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source, c.metadata.get('tags', [])] "
-            "for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
+    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source, "
+            "c.metadata.get('tags', [])] for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
     paths = [str(folder / f"{chapter}.md") for chapter in CHAPTERS]
     result = reader.run([str(reader.python), "-c", read, *paths], timeout=120, what="jupytext reading the .md downloads")
     assert result.returncode == 0, f"jupytext cannot open the .md downloads:\n{result.stderr[-2000:]}"
