@@ -163,7 +163,7 @@ def screenshot(locator, name: str) -> None:
 
 def open_notebook(visit_server, jupyterlab, name: str):
     """The notebook chapters/<name>.ipynb open in JupyterLab, its document loaded (JupyterLab's promise)."""
-    visit = visit_server(jupyterlab, f"lab/tree/chapters/{name}.ipynb")
+    visit = visit_server(jupyterlab, f"lab/tree/chapters/{name}.ipynb?reset")  # not the last test's open notebooks
     try:
         visit.page.wait_for_function(
             """name => window.jupyterapp && jupyterapp.shell.currentWidget
@@ -205,10 +205,9 @@ def test_a_boxs_display_math_reaches_mathjax_with_no_quote_marker_in_it(visit_se
     typeset = page.evaluate(_BOXED_MATH)
     assert typeset == {"count": len(formulas), "greater": expected}, (
         f"{typeset['greater']} '>' in the boxes' formulas as MathJax read them, {expected} in the notebook")
-    definition = page.locator(".jp-RenderedMarkdown blockquote", has_text="Definition 4.1").first
-    screenshot(definition, "reader-definition-in-jupyterlab.png")
-    screenshot(page.locator(".jp-RenderedMarkdown blockquote", has_text="Exercise 4.2").first,
-               "reader-exercise-in-jupyterlab.png")
+    boxes = page.locator(".jp-RenderedMarkdown blockquote >> visible=true")
+    screenshot(boxes.filter(has_text="Definition 4.1").first, "reader-definition-in-jupyterlab.png")
+    screenshot(boxes.filter(has_text="Exercise 4.2").first, "reader-exercise-in-jupyterlab.png")
 
 
 # a code cell of the open notebook as JupyterLab shows it (cells counted as in the notebook file)
@@ -241,7 +240,9 @@ def test_hidden_code_is_folded_and_an_interactive_figure_shows_its_picture_befor
     shown = page.evaluate(_CELL, figure)
     assert any(image["loaded"] and image["shown"] for image in shown["images"]), shown["images"]
     assert "VBox(" not in shown["outputText"] and "HBox(" not in shown["outputText"], shown["outputText"][:200]
-    screenshot(page.locator(".jp-Notebook .jp-Cell").nth(figure), "reader-interactive-figure-in-jupyterlab.png")
+    page.evaluate("i => jupyterapp.shell.currentWidget.content.widgets[i].node"
+                  ".setAttribute('data-reader-test', 'figure')", figure)
+    screenshot(page.locator("[data-reader-test=figure]"), "reader-interactive-figure-in-jupyterlab.png")
 
 
 # once the kernel has started and JupyterLab has written what it learnt of it (its promises, which JupyterLab's own
