@@ -161,6 +161,14 @@ def screenshot(locator, name: str) -> None:
     print(f"screenshot: {ARTEFACTS / name}")
 
 
+def wait_until(page, condition: str, failure) -> None:
+    """Wait (bounded) until the page's JavaScript ``condition`` holds; on time-out fail saying ``failure()``."""
+    try:
+        page.wait_for_function(condition, timeout=RENDER_TIMEOUT_MS, polling=200)
+    except PlaywrightTimeout:
+        pytest.fail(failure())
+
+
 def open_notebook(visit_server, jupyterlab, name: str):
     """The notebook chapters/<name>.ipynb open in JupyterLab, its document loaded (JupyterLab's promise)."""
     visit = visit_server(jupyterlab, f"lab/tree/chapters/{name}.ipynb?reset")  # not the last test's open notebooks
@@ -196,12 +204,9 @@ def test_a_boxs_display_math_reaches_mathjax_with_no_quote_marker_in_it(visit_se
     assert len(formulas) >= 2, f"only {len(formulas)} display formulas in the boxes of {BOXES}"
     expected = sum(tex.count(">") + tex.count("\\gt") for tex in formulas)
     page = open_notebook(visit_server, jupyterlab, BOXES).page
-    try:
-        page.wait_for_function(f"() => ({_BOXED_MATH})().count >= {len(formulas)}", timeout=RENDER_TIMEOUT_MS,
-                               polling=200)
-    except PlaywrightTimeout:
-        pytest.fail(f"MathJax typeset {page.evaluate(_BOXED_MATH)['count']} of the {len(formulas)} display formulas "
-                    f"in the boxes of {BOXES} within {RENDER_TIMEOUT_MS / 1000:.0f} s")
+    wait_until(page, f"() => ({_BOXED_MATH})().count >= {len(formulas)}", lambda: (
+        f"MathJax typeset {page.evaluate(_BOXED_MATH)['count']} of the {len(formulas)} display formulas in the boxes "
+        f"of {BOXES} within {RENDER_TIMEOUT_MS / 1000:.0f} s"))
     typeset = page.evaluate(_BOXED_MATH)
     assert typeset == {"count": len(formulas), "greater": expected}, (
         f"{typeset['greater']} '>' in the boxes' formulas as MathJax read them, {expected} in the notebook")
@@ -229,12 +234,9 @@ def test_hidden_code_is_folded_and_an_interactive_figure_shows_its_picture_befor
     figure = next(index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"
                   and "with_static_page(" in cell.source)
     page = open_notebook(visit_server, jupyterlab, BOXES).page
-    try:
-        page.wait_for_function(f"() => ({_CELL})({figure}).images.some(i => i.loaded)", timeout=RENDER_TIMEOUT_MS,
-                               polling=200)
-    except PlaywrightTimeout:
-        pytest.fail(f"the interactive figure (cell {figure}) of {BOXES} shows no picture before it runs: "
-                    f"{page.evaluate(_CELL, figure)}")
+    wait_until(page, f"() => ({_CELL})({figure}).images.some(i => i.loaded)", lambda: (
+        f"the interactive figure (cell {figure}) of {BOXES} shows no picture before it runs: "
+        f"{page.evaluate(_CELL, figure)}"))
     folded = page.evaluate(_CELL, hidden)
     assert folded["inputHidden"] and not folded["editorShown"] and folded["placeholderShown"], folded
     shown = page.evaluate(_CELL, figure)
