@@ -97,6 +97,22 @@ def write_pair(tmp_path: Path, text: str = PAIRED) -> Path:
     return source
 
 
+def test_help_prints_the_usage_and_executes_nothing(capsys):
+    with pytest.raises(SystemExit) as exit:
+        execute_notebooks.main(["--help"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m tools.execute_notebooks") and "chapters/x.md" in out
+    assert "executing" not in out
+
+
+def test_an_unknown_option_is_a_usage_error_not_a_file(capsys):
+    with pytest.raises(SystemExit) as exit:
+        execute_notebooks.main(["--all"])
+    assert exit.value.code == 2
+    assert "unrecognized arguments: --all" in capsys.readouterr().err
+
+
 def test_a_pair_written_from_its_source_is_fresh(tmp_path: Path):
     assert stale_cells(write_pair(tmp_path)) == []
 

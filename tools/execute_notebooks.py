@@ -17,6 +17,7 @@ source or the metadata the .md controls (tags, alt text, points, ...) differs.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -61,7 +62,11 @@ def stale_cells(source: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    sources = [Path(a).resolve() for a in argv] or notebook_sources()
+    parser = argparse.ArgumentParser(prog="python -m tools.execute_notebooks", description="\n\n".join(
+        __doc__.split("\n\n")[:3]), formatter_class=argparse.RawDescriptionHelpFormatter)  # the usage, not stale_cells
+    parser.add_argument("sources", nargs="*", type=Path, help="the .md notebooks to execute (default: every one)")
+    args = parser.parse_args(argv)
+    sources = [path.resolve() for path in args.sources] or notebook_sources()
     print(f"executing {len(sources)} notebook(s), one kernel per core; those that measure times run alone, last",
           flush=True)
     start = time.perf_counter()

@@ -17,6 +17,9 @@ unrounded. From that run:
 from __future__ import annotations
 
 import copy
+import html
+import re
+
 import nbformat
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -26,6 +29,25 @@ STATIC_FORM = 'class="attn-static-widget"'
 # what stands in for a widget view in the book's notebook: the website does not show widget views
 # (_config.yml's mime priority), the PDF renders them as nothing, and their model ids change every run
 VIEW_PLACEHOLDER = {"model_id": "", "version_major": 2, "version_minor": 0}
+
+
+# the picture a static form opens with (attnbook.book.static_widgets._page_html writes it)
+FIRST_PICTURE = re.compile(r'<img class="attn-static-picture" src="data:(?P<mime>[\w.+/-]+);base64,(?P<data>[^"]+)"'
+                           r' alt="(?P<alt>[^"]*)"')
+
+
+def first_picture(static_form: str) -> dict[str, str]:
+    """The picture of an interactive figure's first state, from its static form, as a Jupyter MIME bundle:
+    ``{image type: base64 data, "text/plain": its alt text}`` (what a notebook shows before the figure runs).
+
+    >>> first_picture('<div class="attn-static-widget"><img class="attn-static-picture" '
+    ...               'src="data:image/png;base64,iVBO" alt="3 dots &amp; a line" style="max-width: 100%">')
+    {'image/png': 'iVBO', 'text/plain': '3 dots & a line'}
+    """
+    match = FIRST_PICTURE.search(static_form)
+    if match is None:
+        raise ValueError("the static form holds no picture of its first state")
+    return {match["mime"]: html.unescape(match["data"]), "text/plain": html.unescape(match["alt"])}
 
 
 def merge_streams(outputs: list) -> list:

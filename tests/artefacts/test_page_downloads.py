@@ -2,11 +2,11 @@
 
 The menu's .ipynb is the page's reader notebook (tools/extensions/reader_notebooks.py), the zip's notebook
 but for its links (the website's addresses where the zip's are relative): it must be a valid notebook with
-the zip's code cells and Markdown, executed top to bottom with no error, and the kernel the zip's notebook
-asks for. The zip's notebook runs in the reader's environment (test_notebooks_zip.py), so the download,
+the zip's code cells and Markdown, executed top to bottom (its execution counts rising: the book-internal
+cells it leaves out ran in between) with no error, and the kernel the zip's notebook asks for. The zip's notebook runs in the reader's environment (test_notebooks_zip.py), so the download,
 holding the same code for the same kernel, runs there too. The menu's .md is the MyST source: opened with
 the reader environment's jupytext (as JupyterLab's "Open With > Jupytext Notebook" does) it must hold the
-same code cells. That the links resolve is tests/site/test_built_site.py's and test_reader_notebooks.py's.
+same code cells, and the book-internal ones the notebook leaves out. That the links resolve is tests/site/test_built_site.py's and test_reader_notebooks.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 
 from tools import ROOT
 from tools.built_site import HTML
+from tools.extensions.reader_notebooks import cells_left_out
 
 CHAPTERS = sorted(path.stem for path in (ROOT / "chapters").glob("*.ipynb"))
 MENU = re.compile(r'<div class="dropdown dropdown-download-buttons">(.*?)</ul>', re.DOTALL)
@@ -59,7 +60,8 @@ def test_the_notebook_download_is_the_zips_notebook_executed_top_to_bottom(fetch
     assert cells(downloaded) == cells(zipped), f"the .ipynb of {page} is not the zip's {chapter}.ipynb"
     assert downloaded.metadata.kernelspec == zipped.metadata.kernelspec
     code = [cell for cell in downloaded.cells if cell.cell_type == "code"]
-    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), (
+    counts = [cell.execution_count for cell in code]  # the cells it leaves out ran in between
+    assert counts[0] == 1 and all(a < b for a, b in zip(counts, counts[1:])), (
         f"the .ipynb of {page} was not executed top to bottom in one run")
     errors = [index for index, cell in enumerate(downloaded.cells)
               if any(output.output_type == "error" for output in cell.get("outputs", []))]
@@ -75,17 +77,20 @@ def sources_as_notebooks(fetch, reader, tmp_path_factory) -> dict[str, list[tupl
         menu = download_menu(page)
         assert ".md" in menu, f"the download menu of {page} offers no source: {sorted(menu)}"
         (folder / f"{chapter}.md").write_bytes(fetch(page, menu[".md"]))
-    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source] "
-            "for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
+    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source, "
+            "c.metadata.get('tags', [])] for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
     paths = [str(folder / f"{chapter}.md") for chapter in CHAPTERS]
     result = reader.run([str(reader.python), "-c", read, *paths], timeout=120, what="jupytext reading the .md downloads")
     assert result.returncode == 0, f"jupytext cannot open the .md downloads:\n{result.stderr[-2000:]}"
     read_cells = json.loads(result.stdout)
-    return {chapter: [tuple(cell) for cell in read_cells[path]] for chapter, path in zip(CHAPTERS, paths)}
+    return {chapter: read_cells[path] for chapter, path in zip(CHAPTERS, paths)}
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_the_source_download_opens_in_jupytext_as_the_same_notebook(sources_as_notebooks, unzipped, chapter):
     zipped = nbformat.read(unzipped.folder / "chapters" / f"{chapter}.ipynb", as_version=4)
-    assert code_cells(sources_as_notebooks[chapter]) == code_cells(cells(zipped)), (
+    code = {index: nbformat.v4.new_code_cell(source, metadata={"tags": tags})
+            for index, (cell_type, source, tags) in enumerate(sources_as_notebooks[chapter]) if cell_type == "code"}
+    left_out, _ = cells_left_out(code)  # the book-internal cells the notebook leaves out
+    assert [cell.source for index, cell in code.items() if index not in left_out] == code_cells(cells(zipped)), (
         f"the .md of chapters/{chapter}.html opens with code cells other than the zip's {chapter}.ipynb")

@@ -4,14 +4,18 @@ Every notebook a learner can get is checked where they get it: each page's downl
 JupyterLite site's files, the notebooks zip, and the branch `make publish` pushes for the Colab and Binder
 buttons (laid out here from the built site, as tools/publish.py does). In each, no Markdown cell shows a MyST
 role, directive fence, target or equation label; every link leads to a built page and anchor of the website,
-or to a notebook and anchor of the same collection (or outside the book); the code cells are the paired
-notebook's, which strict nbval checks. Against each chapter's page: every number the page glues appears, in
-order, in the notebook's Markdown; theorems, exercises and equations carry the page's numbers; every solution
-is folded; every figure the page shows is drawn.
+or to a notebook and anchor of the same collection (or outside the book); no script (sphinx-thebe's); the code
+cells are the paired notebook's, which strict nbval checks, but the book-internal ones left out, the hidden
+ones folded as JupyterLab writes it, the install cell first; the kernel named as JupyterLab names it. Against
+each page: every formula reaches MathJax unchanged when JupyterLab reads the Markdown; every number the page
+glues appears, in order, in the notebook's Markdown; theorems, exercises and equations carry the page's
+numbers; every solution is folded; every figure the page shows is drawn, an interactive one as the picture of
+its first state.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import posixpath
@@ -29,7 +33,10 @@ from tools.built_site import HTML, PageLinks
 from tools.execution import notebook_sources
 from tools.extensions.book_pdf import PDF_NAME
 from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
-from tools.extensions.reader_notebooks import SOLUTION_IN_CODE, notebook_raw_myst
+from tools.extensions.reader_notebooks import SOLUTION_IN_CODE, cells_left_out, notebook_raw_myst, one_line
+from tools.extensions.static_figures import state_file_name
+from tools.install_cell import FIRST_LINE, INSTALL_TAGS
+from tools.jupyter_markdown import mathjax_inputs
 
 BASE_URL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["baseurl"]
 PAGES = sorted(source.relative_to(ROOT).with_suffix("").as_posix() for source in notebook_sources())
@@ -82,18 +89,87 @@ def test_no_markdown_cell_handed_out_shows_a_myst_role_or_directive(collections,
     assert {path: raw for path, raw in found.items() if raw} == {}
 
 
+def page_of(path: str) -> str:
+    """The page of a notebook at ``path`` in one of the collections."""
+    return next(page for page in PAGES if path in (f"{page}.ipynb", f"{Path(page).name}.ipynb",
+                                                    f"zh-Hant/{page}.ipynb", f"{Path(page).name}.zh-Hant.ipynb"))
+
+
+@functools.lru_cache(maxsize=None)
+def paired_code(page: str) -> tuple[dict, set, set]:
+    """The paired notebook's code cells by index, those a reader notebook leaves out and the book-internal ones
+    it keeps."""
+    paired = nbformat.read(ROOT / f"{page}.ipynb", as_version=4)
+    code = {index: cell for index, cell in enumerate(paired.cells) if cell.cell_type == "code"}
+    return (code, *cells_left_out(code))
+
+
 @pytest.mark.parametrize("place", COLLECTIONS)
-def test_every_code_cell_is_the_paired_notebooks_which_nbval_checks(collections, place):
+def test_every_code_cell_is_the_paired_notebooks_but_the_book_internal_ones_left_out(collections, place):
     differ = []
     for path, notebook in collections[place].items():
-        page = next(page for page in PAGES if path in (f"{page}.ipynb", f"{Path(page).name}.ipynb",
-                                                         f"zh-Hant/{page}.ipynb", f"{Path(page).name}.zh-Hant.ipynb"))
-        paired = nbformat.read(ROOT / f"{page}.ipynb", as_version=4)
+        code, left_out, _ = paired_code(page_of(path))
         ours = [(c.source, sorted(c.metadata.get("tags", []))) for c in notebook.cells if c.cell_type == "code"]
-        theirs = [(c.source, sorted(c.metadata.get("tags", []))) for c in paired.cells if c.cell_type == "code"]
+        theirs = [(c.source, sorted(c.metadata.get("tags", []))) for i, c in code.items() if i not in left_out]
         if ours != theirs:
             differ.append(path)
     assert differ == [], f"code cells that differ from the paired notebook's: {differ}"
+
+
+def folded(cell) -> bool:
+    return cell.metadata.get("jupyter", {}).get("source_hidden") is True
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_no_book_internal_cell_is_shown_and_the_hidden_code_is_folded_as_jupyterlab_writes_it(collections, place):
+    """remove-cell cells left out (kept folded, without outputs, only when a later cell needs them), hide-input
+    folded, the install cell first and shown; every fold of outputs written with JupyterLab's ``collapsed``."""
+    shown, unfolded, install, collapsed, kept = [], [], [], [], 0
+    for path, notebook in collections[place].items():
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        for number, cell in enumerate(code):
+            tags = cell.metadata.get("tags", [])
+            if "remove-cell" in tags and "setup" not in tags:
+                kept += page_of(path).startswith("chapters/")
+                if not folded(cell) or cell.outputs:
+                    shown.append(f"{path}: code cell {number}")
+            if "hide-input" in tags and not folded(cell):
+                unfolded.append(f"{path}: code cell {number}")
+            hidden_outputs = cell.metadata.get("jupyter", {}).get("outputs_hidden", False)
+            if cell.metadata.get("collapsed", False) != hidden_outputs:
+                collapsed.append(f"{path}: code cell {number}")
+        if not code or code[0].metadata.get("tags") != INSTALL_TAGS or folded(code[0]) \
+                or code[0].source.splitlines()[0] != FIRST_LINE:
+            install.append(path)
+    assert shown == [] and unfolded == [] and collapsed == [] and install == [], (shown[:3], unfolded[:3],
+                                                                                 collapsed[:3], install[:3])
+    # the chapters' (a homework's hidden tests import what its solutions use: tools/homework gives students theirs)
+    internal = sum(len(paired_code(page_of(path))[1]) + len(paired_code(page_of(path))[2])
+                   for path in collections[place] if page_of(path).startswith("chapters/"))
+    assert kept < internal / 10, f"{kept} of the chapters' {internal} book-internal cells kept in the {place}"
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_no_reader_notebook_holds_a_script(collections, place):
+    """sphinx-thebe appends its configuration (an unrelated Binder repository) and kernel name as scripts."""
+    found = [path for path, notebook in collections[place].items()
+             if "<script" in markdown(notebook) or "thebe" in markdown(notebook).lower()]
+    assert found == []
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_the_kernel_is_named_as_jupyterlab_names_it(collections, place):
+    """What JupyterLab writes into a notebook whose kernel starts (the kernel's spec, here ipykernel's as in a
+    reader's environment; JupyterLite's own in the lite site): opening one leaves it unmodified."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from tools.extensions.reader_notebooks import LITE_KERNELSPEC
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    expected = LITE_KERNELSPEC if place == "JupyterLite" else {
+        "display_name": spec.display_name, "language": spec.language, "name": "python3"}
+    assert {path: nb.metadata.kernelspec for path, nb in collections[place].items()
+            if nb.metadata.kernelspec != expected} == {}
 
 
 def anchors(notebook) -> set[str]:
@@ -185,6 +261,51 @@ def test_every_number_the_page_glues_is_in_its_reader_notebook_in_order(name):
     assert missing == [], f"{len(missing)} of the {len(glued)} glued values of {name}.html missing from its notebook"
 
 
+PAGE_MATH = re.compile(r'<(span|div) class="math notranslate nohighlight"[^>]*>(.*?)</\1>', re.S)
+
+
+def formula(tex: str) -> str:
+    """A formula as MathJax reads it, whatever its layout: white space and comments aside, no equation number,
+    no Sphinx wrapper (``split``)."""
+    tex = re.sub(r"\\tag\{[^}]*\}|\\(?:begin|end)\{split\}", "", tex)
+    return " ".join(one_line(tex).split())
+
+
+def page_formulas(name: str) -> list[str]:
+    """Every formula the chapter's page hands MathJax, delimiters off."""
+    found = []
+    for match in PAGE_MATH.finditer(page(name)):
+        tex = html.unescape(re.sub(r'<span class="eqno">.*?</span>', "", match.group(2), flags=re.S)).strip()
+        found.append(formula(tex[2:-2] if tex[:2] in ("\\(", "\\[") else tex))
+    return found
+
+
+def notebook_formulas(notebook) -> list[str]:
+    """Every formula JupyterLab hands MathJax from the notebook's Markdown cells, delimiters off (but a solution's
+    title where it goes on after a code cell, which the page shows once)."""
+    return [formula(tex.strip("$")) for cell in notebook.cells if cell.cell_type == "markdown"
+            for tex in mathjax_inputs(re.sub(r"<summary>[^\n]*\(continued\)</summary>", "", cell.source))]
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_formula_of_the_page_reaches_mathjax_unchanged_in_jupyterlab(name):
+    """The notebook's Markdown read as JupyterLab reads it (tools/jupyter_markdown.py): a formula with a quote's
+    ``>`` in it, or one the Markdown broke, is not one of the page's."""
+    ours, theirs = notebook_formulas(reader(name)), page_formulas(name)
+    assert theirs or name in ("chapters/source_notes",), f"{name}.html shows no formula"
+    assert [tex for tex in ours if tex not in set(theirs)] == []
+    assert [tex for tex in theirs if tex not in set(ours)] == []
+    assert len(ours) == len(theirs)
+
+
+def test_a_formula_in_a_box_is_written_on_one_line_in_the_quote():
+    """Definition 4.1 of "Masks" (the issue's example): its display math in the quote, not a line of it bare."""
+    cells = [cell.source for cell in reader("chapters/masks").cells if cell.cell_type == "markdown"]
+    definition = next(cell for cell in cells if "**Definition 4.1" in cell)
+    displayed = [line for line in definition.splitlines() if "$$" in line]
+    assert displayed and all(re.fullmatch(r"> \$\$[^$]+\$\$", line) for line in displayed), displayed
+
+
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_every_plain_table_cell_of_the_page_reads_the_same_in_its_reader_notebook(name):
     """Cells as written: a table writer that reads numbers would print 14.0 as 14 and 0.50 as 0.5."""
@@ -255,6 +376,26 @@ def test_every_figure_the_page_shows_is_drawn_in_the_notebook(name):
     drawn = sum("image/png" in output.get("data", {}) for cell in reader(name).cells if cell.cell_type == "code"
                 for output in cell.outputs)
     assert drawn >= pictures > 0 or (pictures == drawn == 0), (pictures, drawn)
+
+
+FIRST_STATE = re.compile(r'<img\b[^>]*\bclass="attn-static-picture"[^>]*\bsrc="[^"]*/static-figures/([0-9a-f]+\.png)"')
+
+
+def test_the_chapters_show_many_interactive_figures():
+    assert sum(len(FIRST_STATE.findall(page(name))) for name in CHAPTERS) >= 16
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_interactive_figure_shows_the_pages_first_state_before_it_runs(name):
+    """Its stored output is the picture the page opens the figure with (and its alt text), not the widget's
+    text form (``VBox(children=(...``), which is all a notebook shows of a widget it has not run."""
+    outputs = [output for cell in reader(name).cells if cell.cell_type == "code" for output in cell.outputs]
+    drawn = {state_file_name(base64.b64decode(output.data["image/png"])) for output in outputs
+             if "image/png" in output.get("data", {})}
+    assert [picture for picture in FIRST_STATE.findall(page(name)) if picture not in drawn] == []
+    widgets = [text[:40] for output in outputs if re.match(r"\w+\(children=", text := output.get("data", {}).get(
+        "text/plain", ""))]
+    assert widgets == []
 
 
 def test_the_zip_and_lite_notebooks_are_the_downloads_with_relative_links(collections):

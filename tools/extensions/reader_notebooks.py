@@ -10,13 +10,20 @@ says what the page says:
 * cross-references, glossary terms and citations as links to the website's page and anchor, with the
   page's text ("Theorem 3.1", "(3.2)", "(Vaswani et al., 2017)"); :func:`localised` turns the links
   between notebooks of one collection into relative links (the zip, JupyterLite);
-* theorems, definitions and exercises as quoted blocks labelled with their numbers, proofs ending in ∎,
-  equation numbers as ``\\tag{n}``, admonitions as quotes, every solution folded in ``<details>``;
+* theorems, definitions and exercises as quoted blocks labelled with their numbers, a formula inside one
+  written on one line (:func:`one_line`: Jupyter finds the math before it reads the Markdown, so the quote's
+  ``>`` would land inside a multi-line one), proofs ending in ∎, equation numbers as ``\\tag{n}``,
+  admonitions as quotes, every solution folded in ``<details>``;
 * each figure's caption, numbered, under the code cell that draws it.
 
-Its code cells are the executed notebook's (tools/execution.py: the build's run), every one of them in
-order, with their metadata and outputs, the cells the page hides or removes included: what a reader runs
-is what nbval checks. The text comes from the tree the page was written from, so a translated build
+Its code cells are the executed notebook's (tools/execution.py: the build's run), in order, with their
+outputs: a cell the page hides (``hide-input``) folded (``jupyter.source_hidden``, which JupyterLab, Jupyter
+Notebook and Colab read); a cell the page removes (``remove-cell``: the asserts that check the prose, whose
+values the Markdown shows, and the glue calls) left out, but for the install cell (``setup``, which Colab
+needs) and any that computes what a later cell reads (:func:`cells_left_out`: folded, without its outputs),
+so that the notebook runs top to bottom. An interactive figure's output is the picture of its first state
+(the website's) until it runs. The notebook's metadata are written as JupyterLab writes them, so that opening
+it changes nothing. The text comes from the tree the page was written from, so a translated build
 (Sphinx's gettext catalogs, applied to the doctree) writes translated reader notebooks with no more work.
 
 The Markdown of each node kind comes from sphinx-markdown-builder's translator (paragraphs, lists, tables,
@@ -56,6 +63,9 @@ logger = logging.getLogger(__name__)
 SOLUTION_IN_CODE = "in the folded code cell below (click it to show it)."
 READER_FOLDER = ROOT / "_build" / "reader-notebooks"  # <docname>.ipynb: links to the website
 LITE = "lite"  # inside a reader folder: the chapters as JupyterLite holds them (_config.yml jupyterlite_contents)
+# the kernel as JupyterLab names it in a notebook it saves (ipykernel's kernel.json): opening one changes nothing
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LITE_KERNELSPEC = {"display_name": "Python (Pyodide)", "language": "python", "name": "python"}  # JupyterLite's
 LITE_PAGES = "chapters/"  # the pages whose notebooks the zip and the lite site hold (not exercises/: hidden tests)
 
 # what a reader notebook's Markdown must never show: a MyST role, a directive fence, a target or an equation label
@@ -189,7 +199,7 @@ class ReaderMarkdown(MarkdownTranslator):
                     self.cells.append(nbformat.v4.new_markdown_cell(f"**{summary}**: {SOLUTION_IN_CODE}"))
                 self.open_solutions[-1][1] = True
                 cell = nbformat.from_dict(json.loads(json.dumps(cell)))
-                cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+                fold(cell, outputs=True)
                 self.cells.append(cell)
                 self._open_details(summary + " (continued)")
             else:
@@ -267,7 +277,8 @@ class ReaderMarkdown(MarkdownTranslator):
         raise nodes.SkipNode
 
     def visit_raw(self, node):
-        if "html" in node.get("format", "").split():
+        # a script never runs in a notebook's Markdown (sphinx-thebe appends its config and kernel name as two)
+        if "html" in node.get("format", "").split() and not node.astext().lstrip().startswith("<script"):
             self.add(node.astext())
         raise nodes.SkipNode
 
@@ -289,7 +300,10 @@ class ReaderMarkdown(MarkdownTranslator):
         if node.get("number"):
             latex += f"\n\\tag{{{get_node_equation_number(self.page, node)}}}"
         latex = re.sub(r"\n\s*\n", "\n", latex)  # a blank line would end the formula in a Markdown cell
-        self.add(f"$$\n{latex}\n$$", prefix_eol=2, suffix_eol=2)
+        if len(self._ctx_queue) > 1:  # in a box (a quote) or a list: see one_line
+            self.add(f"$${one_line(latex)}$$", prefix_eol=2, suffix_eol=2)
+        else:
+            self.add(f"$$\n{latex}\n$$", prefix_eol=2, suffix_eol=2)
         raise nodes.SkipNode
 
     # ---- links ----
@@ -440,6 +454,20 @@ class ReaderMarkdown(MarkdownTranslator):
 
 
 
+def one_line(latex: str) -> str:
+    r"""``latex`` on one line: how a formula inside a quoted box (or a list) is written.
+
+    Jupyter (JupyterLab, Lite, Colab) takes the math out of a Markdown cell's raw text before it reads the
+    Markdown, so every line of a multi-line ``$$`` in a quote would reach MathJax with its ``> `` marker. On one
+    line, the marker stays before the ``$$``; to TeX a line break is a space, so the formula is the same (its
+    ``%`` comments dropped, which would otherwise swallow the rest of it).
+
+    >>> one_line("a &= b \\\\ % first\n c &= d")
+    'a &= b \\\\ c &= d'
+    """
+    return " ".join(re.sub(r"(?<!\\)%.*", "", line).strip() for line in latex.splitlines()).strip()
+
+
 def super_escape(text: str) -> str:
     """Text escaped for a Markdown cell: sphinx-markdown-builder's escapes, and ``$`` (math to Jupyter), ``<`` and
     ``&`` (HTML)."""
@@ -449,6 +477,92 @@ def super_escape(text: str) -> str:
     return escape_markdown_chars(text).replace("$", "\\$")
 
 
+
+
+# ---- which code cells a reader gets ----
+GENERATORS = ("default_rng", "RandomState", "Generator")  # calls that make a random generator
+MUTATORS = frozenset({"append", "extend", "insert", "update", "pop", "popitem", "remove", "clear", "setdefault",
+                      "sort", "reverse", "fill", "resize", "shuffle", "put", "itemset", "add", "discard"})
+
+
+def _names(source: str) -> tuple[set[str], set[str], set[str], set[str], set[str]]:
+    """What the code of a cell binds, reads, the names whose method it calls (``rng.normal(...)``: a random
+    generator it advances), those it binds to a new random generator, and those whose object it changes (an
+    item or attribute set, a changing method called); IPython's ``%`` and ``!`` lines left out."""
+    import ast
+    import symtable
+
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    table = symtable.symtable(code, "<cell>", "exec")
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    read = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+
+    def nested(scope):
+        for child in scope.get_children():
+            read.update(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
+            nested(child)
+
+    nested(table)
+    tree = ast.parse(code)
+    # a loop variable of the cell's own top-level loop, not read before the loop: the loop's, not read from outside
+    for loop in (node for node in tree.body if isinstance(node, ast.For)):
+        earlier = {n.id for n in ast.walk(ast.Module(body=tree.body[:tree.body.index(loop)], type_ignores=[]))
+                   if isinstance(n, ast.Name)} | {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)}
+        read -= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} - earlier
+    calls = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+             and isinstance(node.func.value, ast.Name)]
+    called = {func.value.id for func in calls}
+    # an object the cell changes: an item or attribute it sets, a method of a list, dict or array that changes it
+    changed = {func.value.id for func in calls if func.attr in MUTATORS} | {
+        node.value.id for node in ast.walk(tree) if isinstance(node, (ast.Subscript, ast.Attribute))
+        and isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name)}
+    made = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func).endswith(GENERATORS) for target in node.targets
+            if isinstance(target, ast.Name)}
+    return bound, read, called, made, changed
+
+
+def fold(cell, outputs: bool) -> None:
+    """Fold ``cell``'s code (and its outputs) as JupyterLab, Jupyter Notebook and Colab read it, written as
+    JupyterLab writes it (``collapsed`` beside ``outputs_hidden``), so that opening the notebook changes nothing."""
+    cell.metadata["jupyter"] = {"source_hidden": True, **({"outputs_hidden": True} if outputs else {})}
+    if outputs:
+        cell.metadata["collapsed"] = True
+
+
+def book_internal(cell) -> bool:
+    """A cell the page removes (``remove-cell``: the asserts that check the prose, the glue calls), but for the
+    install cell (``setup``), which Colab needs."""
+    tags = cell.metadata.get("tags", [])
+    return "remove-cell" in tags and "setup" not in tags
+
+
+def cells_left_out(cells) -> tuple[set[int], set[int]]:
+    """The code cells of ``cells`` (index: cell) that a reader notebook leaves out, and the book-internal ones it
+    must keep because a later cell needs them: one binds a name a later kept cell reads, or changes an object a
+    later kept cell uses (sets an item of it, calls a changing method, draws from its random generator: left
+    out, the numbers after it would differ).
+
+    >>> from nbformat.v4 import new_code_cell as code
+    >>> internal = {"tags": ["remove-cell"]}
+    >>> cells = dict(enumerate([code("rng = np.random.default_rng(0)"), code("x = 2", metadata=internal),
+    ...                         code("assert x == 2", metadata=internal), code("y = rng.normal()", metadata=internal),
+    ...                         code("print(x, rng.normal())")]))
+    >>> cells_left_out(cells)
+    ({2}, {1, 3})
+    """
+    names = {index: _names(cell.source) for index, cell in cells.items()}
+    generators = set().union(*(made for _, _, _, made, _ in names.values()))
+    left_out, needed, live = set(), set(), set()
+    for index in sorted(cells, reverse=True):  # backwards: the names read after each cell
+        bound, read, called, _, changed = names[index]
+        if book_internal(cells[index]) and not (bound & live or (called & generators | changed) & live):
+            left_out.add(index)
+            continue
+        if book_internal(cells[index]):
+            needed.add(index)
+        live = (live - bound) | read
+    return left_out, needed
 
 
 # ---- the build's events ----
@@ -463,14 +577,18 @@ def reader_notebook_of(app, doctree, docname: str) -> nbformat.NotebookNode:
     """The reader notebook of the notebook page ``docname`` from its resolved ``doctree`` (left unchanged)."""
     from tools.execution import executed_from_cache
     from tools.extensions.translation_fixes import book_language
-    from tools.site_outputs import in_language, reader_notebook
+    from tools.site_outputs import first_picture, in_language, reader_notebook
 
     source = Path(app.srcdir) / f"{docname}.md"
     executed = executed_from_cache(source)
     if executed is None:
         raise RuntimeError(f"{docname}: the build's execution cache holds no run of {source.name}")
     executed = in_language(executed, book_language(app.config))  # the figures drawn in the page's language
-    executed = reader_notebook(executed)[0]  # without the website's static forms and widget views
+    executed, extras = reader_notebook(executed)  # without the website's static forms and widget views
+    code = [cell for cell in executed.cells if cell.cell_type == "code"]
+    for extra in extras:  # an interactive figure shows its first state until it runs (then the live widget)
+        if extra["html"] is not None:
+            code[extra["cell"]].outputs[extra["output"]]["data"] = first_picture(extra["html"])
     lines = executed.metadata.get("source_map", [])
     code_cells, code_lines = {}, {}
     for index, cell in enumerate(executed.cells):
@@ -478,12 +596,21 @@ def reader_notebook_of(app, doctree, docname: str) -> nbformat.NotebookNode:
             code_cells[index] = nbformat.v4.new_code_cell(cell.source, metadata=cell.metadata, outputs=cell.outputs,
                                                           execution_count=cell.get("execution_count"))
             code_lines[index] = lines[index] if index < len(lines) else 0
+    left_out, needed = cells_left_out(code_cells)
+    for index in left_out:
+        del code_cells[index], code_lines[index]
+    for index, cell in code_cells.items():
+        if index in needed:  # book-internal, but a later cell reads what it computes: folded, its glue records gone
+            cell.outputs = []
+            fold(cell, outputs=False)
+        elif "hide-input" in cell.metadata.get("tags", []):
+            fold(cell, outputs=False)
     translator = ReaderMarkdown(doctree.deepcopy(), app, docname, code_cells, code_lines)
     translator.document.walkabout(translator)
     cells = translator.finish()
     for number, cell in enumerate(cells):  # stable ids: the same page gives the same notebook
         cell.id = hashlib.sha1(f"{number}:{cell.source}".encode()).hexdigest()[:8]
-    metadata = {key: executed.metadata[key] for key in ("kernelspec", "language_info") if key in executed.metadata}
+    metadata = {"kernelspec": KERNELSPEC, "language_info": executed.metadata["language_info"]}
     notebook = nbformat.v4.new_notebook(cells=cells, metadata=metadata)
     nbformat.validate(notebook)
     return notebook
@@ -567,8 +694,9 @@ def hand_out(app, exception) -> None:
     for stale in lite_folder.glob("*.ipynb"):
         stale.unlink()
     for docname, name in lite.items():
-        (lite_folder / name).write_text(nbformat.writes(localised(notebooks[docname], docname, lite, base_url)),
-                                        encoding="utf-8")
+        notebook = localised(notebooks[docname], docname, lite, base_url)
+        notebook.metadata["kernelspec"] = LITE_KERNELSPEC
+        (lite_folder / name).write_text(nbformat.writes(notebook), encoding="utf-8")
 
 
 LAUNCH_BRANCH_CONFIG = "reader_notebooks_launch_branch"  # sphinx.config of _config.yml

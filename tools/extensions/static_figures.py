@@ -8,7 +8,7 @@
 * The website shows no ipywidgets view (_config.yml's mime priority), so myst-nb's saved widget state
   (a large JSON of every widget model) is of no use there and is dropped from the page.
 * The page's download button offers its reader notebook (tools/extensions/reader_notebooks.py), which
-  has no static form: Jupyter shows the live widget.
+  has no static form: it shows the picture of the figure's first state until it runs, then the live widget.
 """
 
 from __future__ import annotations
