@@ -407,3 +407,11 @@ def test_the_zip_and_lite_notebooks_are_the_downloads_with_relative_links(collec
             [c.source for c in download.cells if c.cell_type == "code"]
         strip = lambda text: LINK.sub("]()", text)  # noqa: E731
         assert [strip(c.source) for c in notebook.cells] == [strip(c.source) for c in download.cells], name
+
+
+@pytest.mark.parametrize("place", COLLECTIONS)
+def test_no_box_title_is_bracketed_twice(collections, place):
+    # a zh-Hant title comes from its catalog in full-width brackets: "**定義 4.1 (（遮罩注意力）)**" before the fix
+    twice = re.compile(r"^> \*\*[^*\n]*[(（][(（]", re.M)
+    found = {path: twice.findall(markdown(notebook))[:2] for path, notebook in collections[place].items()}
+    assert {path: titles for path, titles in found.items() if titles} == {}

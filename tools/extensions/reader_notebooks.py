@@ -60,6 +60,9 @@ from tools import ROOT
 
 logger = logging.getLogger(__name__)
 
+# what a box title is wrapped in where the page shows it: the reader notebook writes its own brackets around it
+# (a zh-Hant title comes from its catalog in full-width ones, （遮罩注意力）)
+TITLE_BRACKETS = " ()（）"
 SOLUTION_IN_CODE = "in the folded code cell below (click it to show it)."
 READER_FOLDER = ROOT / "_build" / "reader-notebooks"  # <docname>.ipynb: links to the website
 LITE = "lite"  # inside a reader folder: the chapters as JupyterLite holds them (_config.yml jupyterlite_contents)
@@ -389,7 +392,7 @@ class ReaderMarkdown(MarkdownTranslator):
         if title is not None:  # sphinx-proof's title holds "<type> <number> " then "(name)"
             kept = [child for child in title.children if not isinstance(child, nodes.Text)
                     or not re.fullmatch(r"\s*\w+ [\d.]*\s*", child.astext())]
-            title.children = [nodes.Text(c.astext().strip(" ()")) if isinstance(c, nodes.Text) else c for c in kept]
+            title.children = [nodes.Text(c.astext().strip(TITLE_BRACKETS)) if isinstance(c, nodes.Text) else c for c in kept]
         self._quote(node, label)
         self._skip_title(node)
 
@@ -406,7 +409,7 @@ class ReaderMarkdown(MarkdownTranslator):
         label = self.app.config.numfig_format["exercise"] % number if number else "Exercise"
         title = node.children[0]
         extra = [c for c in title.children if not (isinstance(c, nodes.Text) and c.astext().strip() in ("", "Exercise"))]
-        title.children = [nodes.Text(c.astext().strip(" ()")) if isinstance(c, nodes.Text) else c for c in extra]
+        title.children = [nodes.Text(c.astext().strip(TITLE_BRACKETS)) if isinstance(c, nodes.Text) else c for c in extra]
         self._quote(node, label)
         self._skip_title(node)
 
