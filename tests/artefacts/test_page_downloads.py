@@ -5,13 +5,13 @@ but for its links (the website's addresses where the zip's are relative): it mus
 the zip's code cells and Markdown, executed top to bottom (its execution counts rising: the book-internal
 cells it leaves out ran in between) with no error, and the kernel the zip's notebook asks for. The zip's notebook runs in the reader's environment (test_notebooks_zip.py), so the download,
 holding the same code for the same kernel, runs there too. The menu's .md is the MyST source: opened with
-the reader environment's jupytext (as JupyterLab's "Open With > Jupytext Notebook" does) it must hold the
+jupytext (the book's pinned version, as JupyterLab's "Open With > Jupytext Notebook" does; the reader's
+environment holds no build tool, test_notebooks_zip.py) it must hold the
 same code cells, and the book-internal ones the notebook leaves out. That the links resolve is tests/site/test_built_site.py's and test_reader_notebooks.py's.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 import nbformat
@@ -69,21 +69,21 @@ def test_the_notebook_download_is_the_zips_notebook_executed_top_to_bottom(fetch
 
 
 @pytest.fixture(scope="module")
-def sources_as_notebooks(fetch, reader, tmp_path_factory) -> dict[str, list[tuple[str, str]]]:
-    """Each chapter page's .md download, read by the reader environment's jupytext (one process for all)."""
+def sources_as_notebooks(fetch, tmp_path_factory) -> dict[str, list[tuple[str, str, list[str]]]]:
+    """Each chapter page's .md download, read by jupytext (requirements-build.txt's pin)."""
+    import jupytext
+
     folder = tmp_path_factory.mktemp("sources")
+    read_cells = {}
     for chapter in CHAPTERS:
         page = f"chapters/{chapter}.html"
         menu = download_menu(page)
         assert ".md" in menu, f"the download menu of {page} offers no source: {sorted(menu)}"
-        (folder / f"{chapter}.md").write_bytes(fetch(page, menu[".md"]))
-    read = ("import json, sys, jupytext; print(json.dumps({path: [[c.cell_type, c.source, "
-            "c.metadata.get('tags', [])] for c in jupytext.read(path).cells] for path in sys.argv[1:]}))")
-    paths = [str(folder / f"{chapter}.md") for chapter in CHAPTERS]
-    result = reader.run([str(reader.python), "-c", read, *paths], timeout=120, what="jupytext reading the .md downloads")
-    assert result.returncode == 0, f"jupytext cannot open the .md downloads:\n{result.stderr[-2000:]}"
-    read_cells = json.loads(result.stdout)
-    return {chapter: read_cells[path] for chapter, path in zip(CHAPTERS, paths)}
+        path = folder / f"{chapter}.md"
+        path.write_bytes(fetch(page, menu[".md"]))
+        read_cells[chapter] = [(cell.cell_type, cell.source, cell.metadata.get("tags", []))
+                               for cell in jupytext.read(path).cells]
+    return read_cells
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
