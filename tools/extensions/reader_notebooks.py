@@ -10,6 +10,9 @@ says what the page says:
 * cross-references, glossary terms and citations as links to the website's page and anchor, with the
   page's text ("Theorem 3.1", "(3.2)", "(Vaswani et al., 2017)"); :func:`localised` turns the links
   between notebooks of one collection into relative links (the zip, JupyterLite);
+* each item a link may lead to (a section, theorem, definition, exercise, equation) starting a Markdown cell
+  named after its anchor, and a link to an anchor of a notebook naming the cell that holds it
+  (``masks.ipynb#cell-id=def-masks-masked-attention``, :func:`cell_ids`), which JupyterLab scrolls to;
 * theorems, definitions and exercises as quoted blocks labelled with their numbers, a formula inside one
   written on one line (:func:`one_line`: Jupyter finds the math before it reads the Markdown, so the quote's
   ``>`` would land inside a multi-line one), proofs ending in ∎, equation numbers as ``\\tag{n}``,
@@ -78,7 +81,8 @@ RAW_MYST = {
     "target": re.compile(r"^[ \t]*\([\w.:-]+\)=[ \t]*$", re.M),
     "equation label": re.compile(r"\$\$[ \t]*\([\w.:-]+\)[ \t]*$", re.M),
 }
-
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')  # what the reader notebook writes at each anchor of the page
+CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # a cell id, as nbformat 4.5 allows it
 
 CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 
@@ -183,6 +187,11 @@ class ReaderMarkdown(MarkdownTranslator):
         if text:
             self.cells.append(nbformat.v4.new_markdown_cell(text))
 
+    def start_cell(self) -> None:
+        """End the Markdown cell being written unless it holds only anchors (those of what starts here)."""
+        if ANCHOR.sub("", self._ctx_queue[0].make()).strip():
+            self.flush()
+
     def emit_code_cells(self, up_to: int) -> None:
         """Emit every code cell not yet emitted up to index ``up_to`` (the page removed the earlier ones).
 
@@ -259,7 +268,7 @@ class ReaderMarkdown(MarkdownTranslator):
 
     def _anchors(self, node) -> None:
         if node.get("ids") and len(self._ctx_queue) == 1 and not self.open_solutions:
-            self.flush()  # an item others link to starts a cell, which a link opens by its id (cell_ids)
+            self.start_cell()  # an item others link to starts a cell, which a link opens by its id (cell_ids)
         for anchor in node.get("ids", []):
             self._add_anchor(anchor)
 
@@ -269,14 +278,14 @@ class ReaderMarkdown(MarkdownTranslator):
             self._push_status()  # the body of a box (theorem-content, solution-content...): no heading, no anchor
             return
         if len(self._ctx_queue) == 1:
-            self.flush()  # each heading starts a cell
+            self.start_cell()  # each heading starts a cell (with the anchors just before it)
         self._anchors(node)
         self._push_status(section_level=self.status.section_level + 1)
 
     def visit_target(self, node):
         if node.get("refid"):
             if len(self._ctx_queue) == 1 and not self.open_solutions:
-                self.flush()
+                self.start_cell()
             self._add_anchor(node["refid"])
         self._anchors(node)
 
@@ -648,8 +657,6 @@ def pages_without_reader_notebook(app, env, added, changed, removed) -> list[str
 
 LINK = re.compile(r"\]\((?P<url>[^)\s]+)\)")
 SAME_NOTEBOOK_LINK = re.compile(r"\]\((?P<url>#[^)\s]+)\)")
-ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
-CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # nbformat 4.5
 
 
 def name_cells(cells) -> None:
