@@ -4,7 +4,8 @@ Every notebook a learner can get is checked where they get it: each page's downl
 JupyterLite site's files, the notebooks zip, and the branch `make publish` pushes for the Colab and Binder
 buttons (laid out here from the built site, as tools/publish.py does). In each, no Markdown cell shows a MyST
 role, directive fence, target or equation label; every link leads to a built page and anchor of the website,
-or to a notebook and anchor of the same collection (or outside the book); no script (sphinx-thebe's); the code
+or to a notebook of the same collection and the cell holding the page's anchor (``#cell-id=``, which JupyterLab
+finds before it renders the cell), or outside the book; no script (sphinx-thebe's); the code
 cells are the paired notebook's, which strict nbval checks, but the book-internal ones left out, the hidden
 ones folded as JupyterLab writes it, the install cell first; the kernel named as JupyterLab names it. Against
 each page: every formula reaches MathJax unchanged when JupyterLab reads the Markdown; every number the page
@@ -33,7 +34,7 @@ from tools.built_site import HTML, PageLinks
 from tools.execution import notebook_sources
 from tools.extensions.book_pdf import PDF_NAME
 from tools.extensions.notebooks_zip import NOTEBOOKS_ZIP
-from tools.extensions.reader_notebooks import SOLUTION_IN_CODE, cells_left_out, notebook_raw_myst, one_line
+from tools.extensions.reader_notebooks import LITE_PAGES, SOLUTION_IN_CODE, cells_left_out, notebook_raw_myst, one_line
 from tools.extensions.static_figures import state_file_name
 from tools.install_cell import FIRST_LINE, INSTALL_TAGS
 from tools.jupyter_markdown import mathjax_inputs
@@ -176,6 +177,22 @@ def anchors(notebook) -> set[str]:
     return set(ANCHOR.findall(markdown(notebook)))
 
 
+def cell_anchors(notebook, fragment: str) -> set[str] | None:
+    """The anchors of the Markdown cell a ``cell-id=<id>`` fragment opens in ``notebook`` (None: no such cell)."""
+    cell_id = fragment.removeprefix("cell-id=")
+    cells = [cell for cell in notebook.cells if cell.get("id") == cell_id and cell.cell_type == "markdown"]
+    return set(ANCHOR.findall(cells[0].source)) if cells else None
+
+
+def broken_fragment(fragment: str, notebook) -> str | None:
+    """Why ``fragment`` does not lead to an anchor of ``notebook``: a cell id (JupyterLab's ``cell-id=``) of a cell
+    holding an anchor, or an anchor; None when it does."""
+    if fragment.startswith("cell-id="):
+        found = cell_anchors(notebook, fragment)
+        return "no such cell" if found is None else None if found else "a cell with no anchor"
+    return None if fragment in anchors(notebook) else "no such anchor"
+
+
 @functools.lru_cache(maxsize=None)
 def page_ids(target: Path) -> frozenset[str]:
     """The element ids of a built page, each page parsed once."""
@@ -200,13 +217,13 @@ def broken_link(url: str, path: str, notebook, collection: dict) -> str | None:
     if parsed.scheme:
         return f"a {parsed.scheme}: link"
     if url.startswith("#"):
-        return None if unquote(url[1:]) in anchors(notebook) else "no such anchor in the notebook"
+        problem = broken_fragment(unquote(url[1:]), notebook)
+        return problem and f"{problem} in the notebook"
     target = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(parsed.path)))
     if target not in collection:
         return "no such notebook beside it"
-    if parsed.fragment and unquote(parsed.fragment) not in anchors(collection[target]):
-        return "no such anchor in that notebook"
-    return None
+    problem = parsed.fragment and broken_fragment(unquote(parsed.fragment), collection[target])
+    return problem and f"{problem} in that notebook"
 
 
 @pytest.mark.parametrize("place", COLLECTIONS)
@@ -229,6 +246,35 @@ def test_links_between_chapters_are_relative_in_the_zip_and_jupyterlite(collecti
         links = [m.group("url") for notebook in collections[place].values() for m in LINK.finditer(markdown(notebook))]
         assert any(url.startswith("masks.ipynb") for url in links), f"the {place} links no chapter relatively"
         assert not any(url.startswith(f"{BASE_URL}chapters/masks.html") for url in links), place
+
+
+@pytest.mark.parametrize("place", ("notebooks zip", "JupyterLite"))
+def test_a_link_to_another_chapters_item_opens_the_cell_holding_the_pages_anchor(collections, place):
+    """JupyterLab looks an ``<a id>`` up before it renders the cell holding it (the notebook stays at its top):
+    a link between chapters names the cell (``#cell-id=``) that holds the anchor the page's link names."""
+    collection = collections[place]
+    downloads = collections["page downloads"]
+    wrong, count = [], 0
+    for path, notebook in collection.items():
+        name = posixpath.basename(path)  # masks.ipynb (the lite site's zh-Hant copy: masks.zh-Hant.ipynb)
+        if name.count(".") > 1:
+            continue
+        page = LITE_PAGES + name
+        links = [m.group("url") or m.group("href") for m in LINK.finditer(markdown(notebook))]
+        website = [m.group("url") or m.group("href") for m in LINK.finditer(markdown(downloads[page]))]
+        assert len(links) == len(website), path
+        for here, there in zip(links, website):
+            if not there.startswith(BASE_URL) or here == there:
+                continue
+            anchor = there.partition("#")[2]
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), here.partition("#")[0]))
+            fragment = here.partition("#")[2]
+            count += bool(anchor)
+            if anchor and not (fragment.startswith("cell-id=")
+                               and unquote(anchor) in (cell_anchors(collection[target], fragment) or ())):
+                wrong.append(f"{path}: {here} for {there}")
+    assert count > 50, f"only {count} links between chapters in the {place}"
+    assert wrong == [], f"{len(wrong)} links open no cell holding their anchor, e.g. {wrong[:5]}"
 
 
 def page(name: str) -> str:

@@ -55,7 +55,7 @@ def zip_notebooks(app) -> list[tuple[str, bytes]]:
                  if docname.startswith(LITE_PAGES)}
     placed = {docname: f"{docname}.ipynb" for docname in notebooks}
     base_url = app.config.html_baseurl.rstrip("/") + "/"
-    return [(placed[docname], nbformat.writes(localised(notebook, docname, placed, base_url)).encode("utf-8"))
+    return [(placed[docname], nbformat.writes(localised(notebook, docname, placed, base_url, notebooks)).encode("utf-8"))
             for docname, notebook in sorted(notebooks.items())]
 
 

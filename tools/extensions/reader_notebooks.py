@@ -10,6 +10,9 @@ says what the page says:
 * cross-references, glossary terms and citations as links to the website's page and anchor, with the
   page's text ("Theorem 3.1", "(3.2)", "(Vaswani et al., 2017)"); :func:`localised` turns the links
   between notebooks of one collection into relative links (the zip, JupyterLite);
+* each item a link may lead to (a section, theorem, definition, exercise, equation) starting a Markdown cell
+  named after its anchor, and a link to an anchor of a notebook naming the cell that holds it
+  (``masks.ipynb#cell-id=def-masks-masked-attention``, :func:`cell_ids`), which JupyterLab scrolls to;
 * theorems, definitions and exercises as quoted blocks labelled with their numbers, a formula inside one
   written on one line (:func:`one_line`: Jupyter finds the math before it reads the Markdown, so the quote's
   ``>`` would land inside a multi-line one), proofs ending in ∎, equation numbers as ``\\tag{n}``,
@@ -78,7 +81,8 @@ RAW_MYST = {
     "target": re.compile(r"^[ \t]*\([\w.:-]+\)=[ \t]*$", re.M),
     "equation label": re.compile(r"\$\$[ \t]*\([\w.:-]+\)[ \t]*$", re.M),
 }
-
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')  # what the reader notebook writes at each anchor of the page
+CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # a cell id, as nbformat 4.5 allows it
 
 CODE_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 
@@ -183,6 +187,11 @@ class ReaderMarkdown(MarkdownTranslator):
         if text:
             self.cells.append(nbformat.v4.new_markdown_cell(text))
 
+    def start_cell(self) -> None:
+        """End the Markdown cell being written unless it holds only anchors (those of what starts here)."""
+        if ANCHOR.sub("", self._ctx_queue[0].make()).strip():
+            self.flush()
+
     def emit_code_cells(self, up_to: int) -> None:
         """Emit every code cell not yet emitted up to index ``up_to`` (the page removed the earlier ones).
 
@@ -258,6 +267,8 @@ class ReaderMarkdown(MarkdownTranslator):
             self.add(f'<a id="{anchor}"></a>', prefix_eol=2, suffix_eol=2)
 
     def _anchors(self, node) -> None:
+        if node.get("ids") and len(self._ctx_queue) == 1 and not self.open_solutions:
+            self.start_cell()  # an item others link to starts a cell, which a link opens by its id (cell_ids)
         for anchor in node.get("ids", []):
             self._add_anchor(anchor)
 
@@ -267,12 +278,14 @@ class ReaderMarkdown(MarkdownTranslator):
             self._push_status()  # the body of a box (theorem-content, solution-content...): no heading, no anchor
             return
         if len(self._ctx_queue) == 1:
-            self.flush()  # each heading starts a cell
+            self.start_cell()  # each heading starts a cell (with the anchors just before it)
         self._anchors(node)
         self._push_status(section_level=self.status.section_level + 1)
 
     def visit_target(self, node):
         if node.get("refid"):
+            if len(self._ctx_queue) == 1 and not self.open_solutions:
+                self.start_cell()
             self._add_anchor(node["refid"])
         self._anchors(node)
 
@@ -611,8 +624,11 @@ def reader_notebook_of(app, doctree, docname: str) -> nbformat.NotebookNode:
     translator = ReaderMarkdown(doctree.deepcopy(), app, docname, code_cells, code_lines)
     translator.document.walkabout(translator)
     cells = translator.finish()
-    for number, cell in enumerate(cells):  # stable ids: the same page gives the same notebook
-        cell.id = hashlib.sha1(f"{number}:{cell.source}".encode()).hexdigest()[:8]
+    name_cells(cells)
+    ids = cell_ids(cells)
+    for cell in cells:  # a link to an anchor of the page opens the cell that holds it
+        if cell.cell_type == "markdown":
+            cell.source = SAME_NOTEBOOK_LINK.sub(lambda match: cell_link(match, "", ids), cell.source)
     metadata = {"kernelspec": KERNELSPEC, "language_info": executed.metadata["language_info"]}
     notebook = nbformat.v4.new_notebook(cells=cells, metadata=metadata)
     nbformat.validate(notebook)
@@ -640,21 +656,65 @@ def pages_without_reader_notebook(app, env, added, changed, removed) -> list[str
 
 
 LINK = re.compile(r"\]\((?P<url>[^)\s]+)\)")
+SAME_NOTEBOOK_LINK = re.compile(r"\]\((?P<url>#[^)\s]+)\)")
 
 
-def localised(notebook, docname: str, placed: dict[str, str], base_url: str) -> nbformat.NotebookNode:
+def name_cells(cells) -> None:
+    """Give each cell a stable id (the same page gives the same notebook): a cell that starts with an anchor is
+    named after it when the anchor is a valid cell id (``thm-sdpa-convex``), any other after its number and text."""
+    taken = set()
+    for number, cell in enumerate(cells):
+        first = ANCHOR.match(cell.source) if cell.cell_type == "markdown" else None
+        cell.id = first.group(1) if first and CELL_ID.fullmatch(first.group(1)) else \
+            hashlib.sha1(f"{number}:{cell.source}".encode()).hexdigest()[:8]
+        while cell.id in taken:
+            cell.id = hashlib.sha1(f"{cell.id}:{number}".encode()).hexdigest()[:8]
+        taken.add(cell.id)
+
+
+def cell_ids(cells) -> dict[str, str]:
+    """The id of the cell holding each anchor of ``cells``: ``{anchor: cell id}``.
+
+    JupyterLab looks a link's fragment up as the notebook opens: an ``<a id>`` in a Markdown cell it has not yet
+    rendered (a long notebook renders the cells in view) is not found, and the notebook stays at its top; a
+    ``#cell-id=<id>`` fragment is found in the notebook's model, and the cell scrolled into view.
+
+    >>> from nbformat.v4 import new_markdown_cell as markdown
+    >>> cells = [markdown("# Top"), markdown('<a id="thm-a"></a>\\n\\n> **Theorem 1.1**'), markdown('<a id="x/y"></a>')]
+    >>> name_cells(cells)
+    >>> [cell.id for cell in cells][1], cell_ids(cells)["thm-a"]
+    ('thm-a', 'thm-a')
+    >>> cell_ids(cells)["x/y"] == cells[2].id != "x/y"
+    True
+    """
+    return {anchor: cell.id for cell in cells if cell.cell_type == "markdown" for anchor in ANCHOR.findall(cell.source)}
+
+
+def cell_link(match: re.Match, target: str, ids: dict[str, str]) -> str:
+    """The link of ``match`` (``](#anchor)``) to ``target`` (a notebook's path, or "" for the same notebook) and
+    the cell holding the anchor (``ids``: :func:`cell_ids` of the target), as JupyterLab opens it."""
+    anchor = match.group("url").partition("#")[2]
+    if anchor not in ids:
+        return f"]({target}{'#' + anchor if anchor else ''})"
+    return f"]({target}#cell-id={ids[anchor]})"
+
+
+def localised(notebook, docname: str, placed: dict[str, str], base_url: str,
+              notebooks: dict[str, nbformat.NotebookNode]) -> nbformat.NotebookNode:
     """A copy of ``notebook`` (the reader notebook of ``docname``) for a collection of notebooks that holds each
-    page of ``placed`` at the path it gives (``chapters/masks.ipynb``): a link to one of them becomes relative
-    (``masks.ipynb#anchor``); a link to any other page stays the website's address."""
+    page of ``placed`` at the path it gives (``chapters/masks.ipynb``): a link to one of them becomes relative,
+    to the cell of ``notebooks[page]`` that holds its anchor (``masks.ipynb#cell-id=def-masks-masked-attention``,
+    :func:`cell_ids`); a link to any other page stays the website's address."""
     here = posixpath.dirname(placed[docname])
-    pages = {f"{base_url}{page}.html": path for page, path in placed.items()}
+    pages = {f"{base_url}{page}.html": page for page in placed}
+    ids = {page: cell_ids(notebooks[page].cells) for page in placed}
 
     def relative(match: re.Match) -> str:
-        url, _, fragment = match.group("url").partition("#")
+        url = match.group("url").partition("#")[0]
         if url not in pages:
             return match.group(0)
-        target = posixpath.relpath(pages[url], here or ".")
-        return f"]({target}{'#' + fragment if fragment else ''})"
+        page = pages[url]
+        return cell_link(match, posixpath.relpath(placed[page], here or "."), ids[page])
 
     copy = nbformat.from_dict(json.loads(json.dumps(notebook)))
     for cell in copy.cells:
@@ -697,7 +757,7 @@ def hand_out(app, exception) -> None:
     for stale in lite_folder.glob("*.ipynb"):
         stale.unlink()
     for docname, name in lite.items():
-        notebook = localised(notebooks[docname], docname, lite, base_url)
+        notebook = localised(notebooks[docname], docname, lite, base_url, notebooks)
         notebook.metadata["kernelspec"] = LITE_KERNELSPEC
         (lite_folder / name).write_text(nbformat.writes(notebook), encoding="utf-8")
 
