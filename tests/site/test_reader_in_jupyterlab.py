@@ -46,31 +46,21 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
-    """JupyterLab serving a folder with two chapters of the notebooks zip, every cell rendered (no windowing), so
-    that the tests find the folded solutions far down; yields its base URL."""
-    yield from serve_jupyterlab(tmp_path_factory.mktemp("jupyterlab"), windowed=False)
-
-
-@pytest.fixture(scope="module")
-def windowed_jupyterlab(tmp_path_factory):
-    """The same, windowed as JupyterLab is by default (the cells far from view are rendered once scrolled to)."""
-    yield from serve_jupyterlab(tmp_path_factory.mktemp("windowed-jupyterlab"), windowed=True)
-
-
-def serve_jupyterlab(root, windowed: bool):
-    """JupyterLab serving a folder with the two chapters of the notebooks zip under ``root``; yields its base URL."""
+    """JupyterLab serving a folder with the chapter's downloaded reader notebook; yields its base URL."""
     import jupyterlab
 
     assert jupyterlab.__version__ == JUPYTERLAB_VERSION, (
         f"JupyterLab {jupyterlab.__version__} here, the zip's README installs {JUPYTERLAB_VERSION}")
+    root = tmp_path_factory.mktemp("jupyterlab")
     folder, settings = root / "notebooks", root / "settings"
     (folder / "chapters").mkdir(parents=True)
     with zipfile.ZipFile(HTML / NOTEBOOKS_ZIP) as archive:
         for name in (CHAPTER, BOXES):
             (folder / "chapters" / f"{name}.ipynb").write_bytes(archive.read(f"chapters/{name}.ipynb"))
-    # no autosave, which would save (and so hide) a change that opening a notebook made
-    windowing = [] if windowed else [("notebook-extension/tracker", {"windowingMode": "none"})]
-    for plugin, values in (*windowing, ("docmanager-extension/plugin", {"autosave": False})):
+    # every cell in the page (no windowing), so that the test finds the folded solutions far down; no autosave,
+    # which would save (and so hide) a change that opening a notebook made
+    for plugin, values in (("notebook-extension/tracker", {"windowingMode": "none"}),
+                           ("docmanager-extension/plugin", {"autosave": False})):
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values), encoding="utf-8")
@@ -287,41 +277,3 @@ def test_opening_an_untouched_notebook_and_closing_it_changes_nothing(visit_serv
     except PlaywrightTimeout:
         pytest.fail("JupyterLab neither closed the notebook nor asked about it")
     assert page.evaluate("() => !document.querySelector('.jp-Dialog')"), "closing the untouched notebook asks to save"
-
-
-# where the open notebook shows the cell with id ``cellId``: its top and bottom against the notebook's view, in
-# pixels, or null while the notebook open is not ``path``
-_CELL_IN_VIEW = """([path, cellId]) => {
-  const panel = jupyterapp.shell.currentWidget;
-  if (!panel || !panel.context || panel.context.path !== path) return null;
-  const cell = panel.content.widgets.find(c => c.model.id === cellId);
-  if (!cell) return {found: false};
-  const view = panel.content.node.getBoundingClientRect(), box = cell.node.getBoundingClientRect();
-  return {found: true, top: box.top - view.top, bottom: box.bottom - view.top, height: view.height,
-          inView: box.height > 0 && box.bottom > view.top + 40 && box.top < view.bottom - 40,
-          text: cell.node.innerText.slice(0, 80)};
-}"""
-
-
-def test_a_link_to_another_chapters_theorem_opens_that_notebook_at_the_theorem(visit_server, windowed_jupyterlab):
-    """A learner clicks, in Masks, the link to a theorem of Scaled dot-product attention: JupyterLab (windowed,
-    as by default) opens that notebook scrolled so that the theorem's cell is in view, far below its top."""
-    link = next(match for cell in zipped(BOXES).cells if cell.cell_type == "markdown"
-                for match in re.finditer(rf"\[([^\]]+)\]\(({CHAPTER}\.ipynb#cell-id=(thm-[\w-]+))\)", cell.source))
-    text, href, cell_id = link.groups()
-    target = zipped(CHAPTER)
-    index = next(index for index, cell in enumerate(target.cells) if cell.get("id") == cell_id)
-    assert text.startswith("Theorem") and index > 20, (text, index)
-    visit = open_notebook(visit_server, windowed_jupyterlab, BOXES)
-    page = visit.page
-    anchor = page.locator(f'.jp-RenderedMarkdown a[href$="#cell-id={cell_id}"]').first
-    anchor.scroll_into_view_if_needed(timeout=RENDER_TIMEOUT_MS)
-    anchor.click()
-    wait_until(page, f"() => {{ const c = ({_CELL_IN_VIEW})({json.dumps([f'chapters/{CHAPTER}.ipynb', cell_id])});"
-               " return !!c && c.inView && c.text.includes('Theorem'); }", lambda: (
-        f"clicking {text} ({href}) in {BOXES} did not open {CHAPTER}.ipynb with the cell {cell_id} in view "
-        f"within {RENDER_TIMEOUT_MS / 1000:.0f} s: "
-        f"{page.evaluate(_CELL_IN_VIEW, [f'chapters/{CHAPTER}.ipynb', cell_id])}; console errors: "
-        f"{visit.console_errors[:5]}"))
-    shown = page.evaluate(_CELL_IN_VIEW, [f"chapters/{CHAPTER}.ipynb", cell_id])
-    assert text.split()[1] in shown["text"], (text, shown)  # the theorem's number (Theorem 2.2)
