@@ -153,6 +153,27 @@ def test_graded_as_a_user_the_sandbox_shares_the_graders_uid_in_a_namespace_of_i
     assert finished.stdout.split() == ["None", "1", "[]"]
 
 
+def test_graded_as_a_user_by_a_grader_with_threads_the_sandbox_still_starts(unprivileged, tmp_path):
+    """The process limit a user's sandbox gets counts the grader's threads, as the kernel does.
+
+    Counted as one process, a grader holding eight idle threads (a test runner's workers, a Jupyter kernel)
+    left its sandbox fewer than ``caps.processes`` tasks: bwrap could not make its namespaces (EAGAIN).
+    """
+    code = ("import threading\nfrom tools.homework import sandbox\n"
+            "stop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) for _ in range(8)]\n"
+            "[thread.start() for thread in threads]\n"
+            "s = sandbox.Session(sandboxed=True, cpu_seconds=60)\ns.start()\n"
+            "said = s.request({'op': 'run', 'source': 'import os; pid = os.fork() or os._exit(0); os.waitpid(pid, 0)',"
+            " 'timeout': 60}, 65)\nstop.set()\nprint(said['ok'], s.close())\n")
+    command = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        os.chmod(tmp_path, 0o777)
+        command = unprivileged.command(command, tmp_path)
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert finished.stdout.split() == ["True", "[]"]
+
+
 def plant(uid: int) -> list[subprocess.Popen]:
     """As root: leave, under ``uid``, what a leaking sandbox would: a process, a key, a shared-memory object, a file."""
     as_uid = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]

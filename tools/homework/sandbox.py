@@ -168,14 +168,21 @@ def spawn(options: list[str], program: list[str], keep_fds: tuple[int, ...] = ()
             os.close(write)
 
 
-def _user_process_count() -> int:
-    """How many processes this user runs now (what RLIMIT_NPROC compares against)."""
-    uid, count = os.geteuid(), 0
+def _user_task_count() -> int:
+    """How many tasks this user runs now: what RLIMIT_NPROC compares against.
+
+    The kernel counts every task of the real uid, each thread as one and a zombie until it is reaped, so a
+    grader with threads of its own (a test runner's workers, a Jupyter kernel) counts them all: counted as
+    processes, its sandbox would have fewer than ``caps.processes`` left and ``bwrap`` could not start.
+    """
+    uid, count = os.getuid(), 0
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                count += entry.stat().st_uid == uid
-            except FileNotFoundError:  # ended while we looked
+                status = traces._status(entry.name)
+                if int(status["Uid"].split()[0]) == uid:
+                    count += int(status["Threads"])
+            except (OSError, KeyError, ValueError):  # ended while we looked
                 pass
     return count
 
@@ -186,11 +193,11 @@ def _limits(cpu_seconds: float, sandboxed: bool, caps: cgroups.Plan | None, join
     It leaves the grader's session (and its session key ring), joins the sandbox's control groups
     (``join``: their ``cgroup.procs`` files), and sets its limits. The process limit counts every process of
     the sandbox's uid: as root each submission has a uid of its own, so it may hold ``caps.processes``;
-    as another user the sandbox shares the grader's uid, so it may add that many to what the user runs
-    when it starts.
+    as another user the sandbox shares the grader's uid, so it may add that many to the tasks the user runs
+    when it starts (:func:`_user_task_count`).
     """
     if sandboxed:
-        processes = caps.processes if os.geteuid() == 0 else _user_process_count() + caps.processes
+        processes = caps.processes if os.geteuid() == 0 else _user_task_count() + caps.processes
         address_space = caps.address_space
     else:
         processes, address_space = None, cgroups.MEMORY_BYTES
