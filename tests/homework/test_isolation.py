@@ -153,16 +153,19 @@ def test_graded_as_a_user_the_sandbox_shares_the_graders_uid_in_a_namespace_of_i
     assert finished.stdout.split() == ["None", "1", "[]"]
 
 
-def test_graded_as_a_user_by_a_grader_with_threads_the_sandbox_still_starts(unprivileged, tmp_path):
-    """The process limit a user's sandbox gets counts the grader's threads, as the kernel does.
+def test_graded_as_a_user_the_sandboxs_process_limit_ignores_the_users_other_tasks(unprivileged, tmp_path):
+    """The process limit of a user's sandbox counts the tasks of its own user namespace, not the user's.
 
-    Counted as one process, a grader holding eight idle threads (a test runner's workers, a Jupyter kernel)
-    left its sandbox fewer than ``caps.processes`` tasks: bwrap could not make its namespaces (EAGAIN).
+    The kernel counts every thread of a uid. Set before bwrap as the user's task count plus the cap, the
+    limit left a grader holding eight idle threads (a test runner's workers, a Jupyter kernel) no task for
+    bwrap's namespaces (EAGAIN), and eight more threads started after the sandbox (another grader of the
+    same user) took its cells' forks (BlockingIOError).
     """
     code = ("import threading\nfrom tools.homework import sandbox\n"
-            "stop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) for _ in range(8)]\n"
-            "[thread.start() for thread in threads]\n"
+            "stop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) for _ in range(16)]\n"
+            "[thread.start() for thread in threads[:8]]\n"
             "s = sandbox.Session(sandboxed=True, cpu_seconds=60)\ns.start()\n"
+            "[thread.start() for thread in threads[8:]]\n"
             "said = s.request({'op': 'run', 'source': 'import os; pid = os.fork() or os._exit(0); os.waitpid(pid, 0)',"
             " 'timeout': 60}, 65)\nstop.set()\nprint(said['ok'], s.close())\n")
     command = [sys.executable, "-c", code]
