@@ -746,10 +746,10 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
                                 "grades, pass --unsafe-no-sandbox (make grade ... UNSAFE_NO_SANDBOX=1)") from None
     one_at_a_time = []  # why the sandboxes cannot run side by side, each reason said
     if sandboxed and os.geteuid() != 0:
-        # graded as another user, every sandbox runs under that user's uid, whose process limit they share:
-        # one submission's processes would count against another's
-        one_at_a_time.append("graded as a user, the sandboxes share your uid and its process limit (as root "
-                             "each submission has a uid of its own)")
+        # graded as another user, every sandbox runs under that user's uid and shares what the kernel keeps per
+        # uid (its process limit, though, is counted in the sandbox's own user namespace: sandbox.command)
+        one_at_a_time.append("graded as a user, the sandboxes share your uid (as root each submission has a uid "
+                             "of its own)")
     if sandboxed and not caps.cpu:
         # nothing shares the CPU between sandboxes: one submission's processes could starve another's cells
         one_at_a_time.append(f"no CPU share per sandbox ({caps.why_not_cpu})")
