@@ -267,7 +267,10 @@ def test_the_grader_says_how_each_sandbox_is_capped(attacked):
     said = attacked["stderr"]
     if attacked["as_user"]:
         assert "3 GiB per sandbox as 6 processes of at most 512 MiB (resource limits: not root" in said, said
-        # the sandboxes share the user's uid and its process limit: a fork in one must not starve another
+        # the sandboxes share the user's uid, and nothing shares the CPU between them: a spinner in one must not
+        # starve another
+        assert ("graded as a user, the sandboxes share your uid (as root each submission has a uid of its own), and "
+                "no CPU share per sandbox (no control group: not root") in said, said
         assert "one at a time instead of --jobs 2" in said, said
     else:
         assert f"{ROOT_MEMORY_GIB} GiB and 64 processes per sandbox (cgroup v" in said or "(resource limits:" in said, said

@@ -139,18 +139,41 @@ def test_the_uid_range_can_be_moved_and_a_bad_range_is_refused(tmp_path, monkeyp
     assert "ATTNBOOK_SANDBOX_UIDS must be the first uid of a free range of 1000000, got '12'" in capsys.readouterr().err
 
 
-def test_graded_as_a_user_the_sandbox_shares_the_graders_uid_in_a_namespace_of_its_own(unprivileged, tmp_path):
-    """The same code as a user that is not root: no uid of its own, so only its PID namespace tells it apart."""
-    code = ("from tools.homework import sandbox\n"
-            "s = sandbox.Session(sandboxed=True, cpu_seconds=60)\ns.start()\n"
-            "print(s.uid, len(s.namespaces), s.close())\n")
+def printed_as_a_user(unprivileged, tmp_path, code: str) -> list[str]:
+    """The words Python ``code`` prints, run as a user that is not root (as :class:`Unprivileged`'s uid when root)."""
     command = [sys.executable, "-c", code]
     if os.geteuid() == 0:
         os.chmod(tmp_path, 0o777)
         command = unprivileged.command(command, tmp_path)
     finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr[-2000:]
-    assert finished.stdout.split() == ["None", "1", "[]"]
+    return finished.stdout.split()
+
+
+def test_graded_as_a_user_the_sandbox_shares_the_graders_uid_in_a_namespace_of_its_own(unprivileged, tmp_path):
+    """The same code as a user that is not root: no uid of its own, so only its PID namespace tells it apart."""
+    code = ("from tools.homework import sandbox\n"
+            "s = sandbox.Session(sandboxed=True, cpu_seconds=60)\ns.start()\n"
+            "print(s.uid, len(s.namespaces), s.close())\n")
+    assert printed_as_a_user(unprivileged, tmp_path, code) == ["None", "1", "[]"]
+
+
+def test_graded_as_a_user_the_sandboxs_process_limit_ignores_the_users_other_tasks(unprivileged, tmp_path):
+    """The process limit of a user's sandbox counts the tasks of its own user namespace, not the user's.
+
+    The kernel counts every thread of a uid. Set before bwrap as the user's task count plus the cap, the
+    limit left a grader holding eight idle threads (a test runner's workers, a Jupyter kernel) no task for
+    bwrap's namespaces (EAGAIN), and eight more threads started after the sandbox (another grader of the
+    same user) took its cells' forks (BlockingIOError).
+    """
+    code = ("import threading\nfrom tools.homework import sandbox\n"
+            "stop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) for _ in range(16)]\n"
+            "[thread.start() for thread in threads[:8]]\n"
+            "s = sandbox.Session(sandboxed=True, cpu_seconds=60)\ns.start()\n"
+            "[thread.start() for thread in threads[8:]]\n"
+            "said = s.request({'op': 'run', 'source': 'import os; pid = os.fork() or os._exit(0); os.waitpid(pid, 0)',"
+            " 'timeout': 60}, 65)\nstop.set()\nprint(said['ok'], s.close())\n")
+    assert printed_as_a_user(unprivileged, tmp_path, code) == ["True", "[]"]
 
 
 def plant(uid: int) -> list[subprocess.Popen]:

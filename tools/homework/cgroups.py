@@ -14,7 +14,7 @@ the grader or another student's sandbox. :func:`plan` chooses, in this order:
 - **resource limits** otherwise (a user without a delegated subtree, a container that hides the groups):
   :data:`FALLBACK_PROCESSES` processes of ``memory / FALLBACK_PROCESSES`` address space each, so that their
   product is the same cap. The process count is per uid: as root each sandbox has a uid of its own; graded
-  as another user, each sandbox may add that many processes to what the user runs when it starts.
+  as another user, the limit is set inside the sandbox's user namespace, where the kernel counts its tasks alone.
 
 Either way a process's address space is at most the sandbox's cap, so one allocation beyond it fails
 with ``MemoryError`` in the student's own cell, and only many processes together meet the group's cap.

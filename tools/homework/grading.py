@@ -744,16 +744,17 @@ def grade(homework_name: str, submissions: Path, out: Path, timeout: float = CEL
             raise HomeworkError(f"cannot isolate the submissions, so nothing was graded: {error}. Mend that, or, "
                                 "knowing that every submission then runs with your rights and can change the "
                                 "grades, pass --unsafe-no-sandbox (make grade ... UNSAFE_NO_SANDBOX=1)") from None
-    if sandboxed and os.geteuid() != 0 and jobs > 1:
-        # graded as another user, every sandbox runs under that user's uid, whose process limit they share:
-        # one submission's processes would count against another's, so the sandboxes run one at a time
-        print(f"homework: graded as a user, the sandboxes share your uid and its process limit: one at a time "
-              f"instead of --jobs {jobs} (as root each submission has a uid of its own)", file=sys.stderr)
-        jobs = 1
-    elif sandboxed and not caps.cpu and jobs > 1:
+    one_at_a_time = []  # why the sandboxes cannot run side by side, each reason said
+    if sandboxed and os.geteuid() != 0:
+        # graded as another user, every sandbox runs under that user's uid and shares what the kernel keeps per
+        # uid (its process limit, though, is counted in the sandbox's own user namespace: sandbox.command)
+        one_at_a_time.append("graded as a user, the sandboxes share your uid (as root each submission has a uid "
+                             "of its own)")
+    if sandboxed and not caps.cpu:
         # nothing shares the CPU between sandboxes: one submission's processes could starve another's cells
-        print(f"homework: no CPU share per sandbox ({caps.why_not_cpu}): one at a time instead of --jobs {jobs}",
-              file=sys.stderr)
+        one_at_a_time.append(f"no CPU share per sandbox ({caps.why_not_cpu})")
+    if one_at_a_time and jobs > 1:
+        print(f"homework: {', and '.join(one_at_a_time)}: one at a time instead of --jobs {jobs}", file=sys.stderr)
         jobs = 1
     out.mkdir(parents=True, exist_ok=True)
     results = grade_in_workers(plan, [item["path"] for item in found], timeout, jobs, deadline, sandboxed, caps,

@@ -17,7 +17,7 @@ Each submission gets its own ``bwrap`` process tree:
 - an empty environment (``--clearenv``) but for a few variables this module sets;
 - when the grader runs as root, an unprivileged uid of its own for this submission
   (:func:`tools.homework.traces.lease_uid`; no capabilities, ``no_new_privs``); otherwise a user
-  namespace with every capability dropped;
+  namespace with every capability dropped, whose own tasks the process limit counts (set in it by ``prlimit``);
 - memory and processes capped, and the CPU shared, for the sandbox as a whole, by a control group where
   the machine allows it (:mod:`tools.homework.cgroups`), and limits set before ``bwrap`` starts and
   inherited by everything inside: address space, CPU time, processes, file size and open files.
@@ -98,14 +98,17 @@ def _environment(home: str) -> dict[str, str]:
             "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
-def command(workdir: Path | None, uid: int | None, sandboxed: bool, filter_fd: int = -1
-            ) -> tuple[list[str], list[str], dict | None]:
+def command(workdir: Path | None, uid: int | None, sandboxed: bool, filter_fd: int = -1,
+            processes: int = cgroups.FALLBACK_PROCESSES) -> tuple[list[str], list[str], dict | None]:
     """How to start the driver: (bwrap options, program, environment).
 
     In the sandbox the driver's work folder is ``/sandbox``, a size-limited tmpfs of its own holding a
     read-only copy of the driver; without the sandbox it is ``workdir``, a folder of the host. ``uid``
     is the submission's own uid when the grader is root (None otherwise); ``filter_fd`` is a descriptor
-    holding the seccomp program, which bwrap installs last, just before the program starts.
+    holding the seccomp program, which bwrap installs last, just before the program starts. Without a uid
+    of its own, the driver starts under ``prlimit`` with at most ``processes`` tasks: set inside the
+    sandbox's user namespace, the kernel counts that limit against the namespace's own tasks only (its
+    ucounts), not against every task of the grader's uid, whatever else that user runs meanwhile.
 
     The options go to bwrap through a pipe (``--args``), so that the sandbox's PID 1, a copy of bwrap,
     does not show the host's paths in its ``/proc/1/cmdline``.
@@ -140,6 +143,7 @@ def command(workdir: Path | None, uid: int | None, sandboxed: bool, filter_fd: i
                        "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
     else:
         args[:0] = ["--unshare-user", "--cap-drop", "ALL"]
+        program[:0] = ["/usr/bin/prlimit", f"--nproc={processes}:{processes}", "--"]
     return args, program, None
 
 
@@ -168,29 +172,18 @@ def spawn(options: list[str], program: list[str], keep_fds: tuple[int, ...] = ()
             os.close(write)
 
 
-def _user_process_count() -> int:
-    """How many processes this user runs now (what RLIMIT_NPROC compares against)."""
-    uid, count = os.geteuid(), 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                count += entry.stat().st_uid == uid
-            except FileNotFoundError:  # ended while we looked
-                pass
-    return count
-
-
 def _limits(cpu_seconds: float, sandboxed: bool, caps: cgroups.Plan | None, join: list[str]):
     """What the child does before it becomes bwrap (or the driver); everything inside inherits it.
 
     It leaves the grader's session (and its session key ring), joins the sandbox's control groups
-    (``join``: their ``cgroup.procs`` files), and sets its limits. The process limit counts every process of
-    the sandbox's uid: as root each submission has a uid of its own, so it may hold ``caps.processes``;
-    as another user the sandbox shares the grader's uid, so it may add that many to what the user runs
-    when it starts.
+    (``join``: their ``cgroup.procs`` files), and sets its limits. The process limit counts every task of
+    the sandbox's uid: as root each submission has a uid of its own, so it may hold ``caps.processes``.
+    As another user the sandbox shares the grader's uid, whose count holds whatever else that user runs
+    (a grader's threads, another grader): the limit is set inside the sandbox's user namespace instead
+    (:func:`command`), where the kernel counts the namespace's tasks alone.
     """
     if sandboxed:
-        processes = caps.processes if os.geteuid() == 0 else _user_process_count() + caps.processes
+        processes = caps.processes if os.geteuid() == 0 else None
         address_space = caps.address_space
     else:
         processes, address_space = None, cgroups.MEMORY_BYTES
@@ -266,7 +259,8 @@ class Session:
             self.workdir = Path(tempfile.mkdtemp(prefix="unsafe-grading-"))
             shutil.copy(DRIVER, self.workdir / DRIVER.name)
         try:
-            options, program, env = command(self.workdir, self.uid, self.sandboxed, filter_fd)
+            options, program, env = command(self.workdir, self.uid, self.sandboxed, filter_fd,
+                                            self.caps.processes if self.caps else cgroups.FALLBACK_PROCESSES)
             self.process = spawn(options, program, (filter_fd,) if filter_fd >= 0 else (), stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.workdir or "/",
                                  env=env, preexec_fn=_limits(self.cpu_seconds, self.sandboxed, self.caps, join))
@@ -410,12 +404,13 @@ def probe() -> dict:
     exercises = str(ROOT / "exercises")
     lease = traces.lease_uid() if os.geteuid() == 0 else None
     filter_fd = seccomp.readable_fd(filter_program())
+    caps = cgroups.plan()
     try:
-        options, program, _ = command(None, lease.uid if lease else None, True, filter_fd)
+        options, program, _ = command(None, lease.uid if lease else None, True, filter_fd, caps.processes)
         program = program[:-1] + ["-c", PROBE % (exercises, package)]
         try:
             process = spawn(options, program, (filter_fd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_limits(30, True, cgroups.plan(), []))
+                            text=True, preexec_fn=_limits(30, True, caps, []))
         finally:
             os.close(filter_fd)
         try:
