@@ -193,10 +193,12 @@ def gpt_character_bits(params, tokens, config: gpt.GPTConfig, offset: int = 0,
 
     Parameters
     ----------
-    params, config
-        The weights and the configuration.
+    params : GPTParameters
+        The weights.
     tokens : array_like of int
         ``(N,)`` a text, e.g. ``splits()[1]``.
+    config : GPTConfig
+        The configuration (``n`` = ``config.context``).
     offset : int, optional
         ``a``, where the first window starts (0 .. n).
     batch_size : int, optional

@@ -289,11 +289,13 @@ def window_bits(params: GPTParameters, windows, config: GPTConfig, batch_size: i
 
     Parameters
     ----------
-    params, config
-        The weights and the configuration.
+    params : GPTParameters
+        The weights.
     windows : array_like of int
         ``(W, m + 1)`` windows of character ids, ``m <= context``: the model reads the first ``m`` of
         each and predicts characters 1 to ``m``.
+    config : GPTConfig
+        The configuration.
     batch_size : int, optional
         Windows per forward pass.
 
