@@ -36,7 +36,7 @@ from ..optim import tree_map
 from . import scaffold
 
 __all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
-           "gpt_forward", "init_gpt", "load_gpt", "training_step_flops"]
+           "gpt_forward", "init_gpt", "load_gpt", "training_step_flops", "window_bits"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -281,13 +281,50 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
     windows = tokens[: len(tokens) // n * n].reshape(-1, n)  # (windows, context + 1)
     if len(windows) == 0:
         raise ValueError(f"tokens has {len(tokens)} characters; at least config.context + 1 = {n} are needed")
-    total = 0.0
-    for start in range(0, len(windows), check_positive_int(batch_size, "batch_size")):
-        chunk = windows[start:start + batch_size]  # (b, context + 1)
-        logits = taped(params, chunk[:, :-1], config)[0].logits  # (b, context, V)
-        log_p = log_softmax(logits.astype(np.float64))  # (b, context, V)
-        total -= float(np.take_along_axis(log_p, chunk[:, 1:, None], axis=-1).sum())
-    return total / (windows.shape[0] * config.context) / math.log(2)
+    return float(window_bits(params, windows, config, batch_size).mean())
+
+
+def window_bits(params: GPTParameters, windows, config: GPTConfig, batch_size: int = 32) -> np.ndarray:
+    r"""The bits of every next character of each window: :math:`-\log_2 p_\theta(c_j \mid c_0, \dots, c_{j-1})`.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    windows : array_like of int
+        ``(W, m + 1)`` windows of character ids, ``m <= context``: the model reads the first ``m`` of
+        each and predicts characters 1 to ``m``.
+    config : GPTConfig
+        The configuration.
+    batch_size : int, optional
+        Windows per forward pass.
+
+    Returns
+    -------
+    ndarray
+        ``(W, m)`` float64: column ``j - 1`` is the prediction that read ``j`` characters.
+
+    Examples
+    --------
+    >>> from attnbook.learning.characters import encode_chars
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=8)
+    >>> window_bits(init_gpt(config), encode_chars("To be, or")[None], config).shape
+    (1, 8)
+    """
+    params, config = scaffold.check_model(MODEL, params, config)
+    windows = np.asarray(windows)
+    if windows.ndim != 2 or windows.shape[1] < 2:
+        raise ValueError(f"windows has shape {windows.shape}; expected (W, m + 1) with m >= 1")
+    for part in (windows[:, :-1], windows[:, 1:]):  # ids of the vocabulary, m <= context
+        _checked_tokens(part, config, "windows")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    bits = np.empty((len(windows), windows.shape[1] - 1))  # (W, m)
+    for start in range(0, len(windows), batch_size):
+        chunk = windows[start:start + batch_size]  # (b, m + 1)
+        logits = taped(params, chunk[:, :-1], config)[0].logits  # (b, m, V)
+        log_p = log_softmax(logits.astype(np.float64))  # (b, m, V)
+        bits[start:start + batch_size] = -np.take_along_axis(log_p, chunk[:, 1:, None], axis=-1)[..., 0] / math.log(2)
+    return bits
 
 
 def training_step_flops(config: GPTConfig) -> int:
