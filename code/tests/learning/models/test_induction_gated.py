@@ -2,13 +2,6 @@
 exact, the gated model starts as the induction model but for its gates, the stored run is reproducible and its
 record is what its weights measure, and what the gate does to the first-token sink (Qiu et al., 2025)."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -24,9 +17,6 @@ from attnbook.learning.models.induction_gated import (
 )
 from attnbook.learning.models.scaffold import loss_and_gradients
 from attnbook.learning.optim import tree_leaves
-
-SRC = Path(__file__).resolve().parents[3] / "src"
-
 
 @pytest.fixture(scope="module")
 def stored():
@@ -76,22 +66,10 @@ def test_the_stored_weights_reproduce_the_recorded_sink_shares_and_task(stored, 
         np.testing.assert_allclose(value, record["metrics"][key], rtol=1e-12, atol=1e-12, err_msg=key)
 
 
-def test_a_shortened_retraining_reproduces_the_stored_loss_curve(stored):
-    # one BLAS thread, as `make train` (tools.train) computed the stored curve; see test_induction.py
-    _, config, record = stored
-    steps = 100
-    code = textwrap.dedent(f"""
-        import json
-        from attnbook.learning.models.induction import InductionConfig
-        from attnbook.learning.models.induction_gated import MODEL
-        from attnbook.learning.models.scaffold import train
-        config = InductionConfig(**json.loads({json.dumps(json.dumps(record["config"]))}))
-        _, record = train(MODEL, config, seed={record["seed"]}, progress=False, n_steps={steps})
-        print(json.dumps(record["losses"]))
-    """)
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    np.testing.assert_allclose(json.loads(result.stdout), record["losses"][:steps], rtol=1e-6)
+def test_a_shortened_retraining_reproduces_the_stored_loss_curve(stored, retrained_losses):
+    _, _, record = stored
+    losses = retrained_losses("induction_gated", "InductionConfig", record, steps=100)  # one BLAS thread
+    np.testing.assert_allclose(losses, record["losses"][:100], rtol=1e-6)
 
 
 def test_the_gated_model_still_learns_to_copy_the_second_half(measured):

@@ -96,13 +96,18 @@ def head_scores(attention, half_length: int) -> HeadScores:
     >>> head_scores(a, half_length=3).previous_token.tolist()                # h = 3: queries 3, 4
     [[1.0]]
     """
+    return scores(*_repeated_attention(attention, half_length))
+
+
+def _repeated_attention(attention, half_length: int) -> tuple:
+    """``(attention, half_length)`` checked: ``(n_layers, batch, n_heads, 2h - 1, 2h - 1)`` weights and ``h``."""
     a = np.asarray(attention, dtype=float)  # (layers, batch, h, n, n)
     half_length = check_positive_int(half_length, "half_length", 2)
     n = 2 * half_length - 1
     if a.ndim != 5 or a.shape[-2:] != (n, n):
         raise ValueError(f"attention has shape {a.shape}; expected (n_layers, batch, n_heads, {n}, {n}) "
                          f"for half_length = {half_length}")
-    return scores(a, half_length)
+    return a, half_length
 
 
 def scores(a: np.ndarray, half_length: int) -> HeadScores:
@@ -165,12 +170,7 @@ def first_token_share(attention, half_length: int) -> SinkShares:
     >>> first_token_share(a, half_length=3).second_half.tolist()
     [[1.0]]
     """
-    a = np.asarray(attention, dtype=float)  # (layers, batch, h, n, n)
-    half_length = check_positive_int(half_length, "half_length", 2)
-    n = 2 * half_length - 1
-    if a.ndim != 5 or a.shape[-2:] != (n, n):
-        raise ValueError(f"attention has shape {a.shape}; expected (n_layers, batch, n_heads, {n}, {n}) "
-                         f"for half_length = {half_length}")
+    a, half_length = _repeated_attention(attention, half_length)  # (layers, batch, h, n, n)
     on_first = a[..., 0]  # (layers, batch, heads, n): each query's weight on key 0
     first = on_first[..., 1:half_length].mean(axis=(1, 3))  # (layers, heads)
     second = on_first[..., half_length:].mean(axis=(1, 3))  # (layers, heads)
