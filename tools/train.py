@@ -31,6 +31,7 @@ MODELS: dict[str, str] = {
     "reversal": "seq2seq",  # an encoder-decoder Transformer that reverses strings (issue #14)
     "digits_vit": "vit",  # a tiny Vision Transformer on the 8 x 8 handwritten digits (issue #14)
     "induction": "induction",  # a two-layer decoder-only Transformer that forms an induction head (issue #14)
+    "induction_gated": "induction_gated",  # the same with a sigmoid gate on each head's output (issue 43, item 2)
     "gpt": "gpt",  # a character-level GPT of today's shape on the Shakespeare corpus, in float32 (issue 27)
 }
 
@@ -39,6 +40,7 @@ KERNELS: dict[str, tuple[str, str]] = {
     "reversal": ("Haswell", "avx2"),
     "digits_vit": ("Haswell", "avx2"),
     "induction": ("Haswell", "avx2"),
+    "induction_gated": ("Haswell", "avx2"),  # the convention of the induction model it varies
     "gpt": ("SkylakeX", "avx512f"),
 }
 

@@ -1,5 +1,7 @@
 """Tests of attnbook.learning.layers and gradients.token_cross_entropy: every gradient of every vjp against
-central finite differences in float64, the taped forward equal to the package's forward, and errors.
+central finite differences in float64, the taped forward equal to the package's forward, and errors. The gated
+layers (Qiu et al., 2025) have no forward of their own in the core: their gradients are checked against
+differences of their own forward, which is checked against the core's multi-head attention and Qwen3-Next's gate.
 
 The error of a gradient ``g`` against the central differences ``f`` (step 1e-5) is
 ``|f - g| / max(|f| + |g|, 1e-2)``, with Euclidean norms over the whole array: a relative error for every
@@ -30,10 +32,13 @@ from attnbook import (
 )
 from attnbook.learning.gradients import token_cross_entropy
 from attnbook.learning.layers import (
+    GatedEncoderLayerWeights,
     decoder_layer_vjp,
     embedding_vjp,
     encoder_layer_vjp,
     feed_forward_vjp,
+    gated_encoder_layer_vjp,
+    gated_self_attention_vjp,
     layer_norm_vjp,
     multi_head_vjp,
     tied_logits_vjp,
@@ -169,6 +174,30 @@ def decoder_errors() -> dict:
                      analytic, arrays)
 
 
+def gated_attention_errors() -> dict:
+    rng = np.random.default_rng(11)
+    x, w, w_gate = rng.standard_normal((B, N, D)), randomised(init_multi_head_weights(D), rng), rng.standard_normal((D, D))
+    mask = causal_and_padding([N, 2], N)
+    (out, _, _), back = gated_self_attention_vjp(x, w, w_gate, HEADS, mask)
+    d_out = rng.standard_normal(out.shape)
+    grads, dw_gate, dx = back(d_out)
+    analytic = {"x": dx, "w_gate": dw_gate} | {f"weights{p}": g for p, g in leaves(grads)}
+    arrays = {"x": x, "w_gate": w_gate} | {f"weights{p}": a for p, a in leaves(w)}
+    return errors_of(lambda: np.sum(gated_self_attention_vjp(x, w, w_gate, HEADS, mask)[0].output * d_out),
+                     analytic, arrays)
+
+
+def gated_encoder_errors() -> dict:
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((B, N, D))
+    w = randomised(GatedEncoderLayerWeights(*init_encoder_layer(D, D_FF), np.zeros((D, D))), rng)
+    mask, dy = causal_and_padding([3, N], N), rng.standard_normal((B, N, D))
+    grads, dx = gated_encoder_layer_vjp(x, w, HEADS, mask)[1](dy)
+    analytic = {"x": dx} | {f"weights{p}": g for p, g in leaves(grads)}
+    arrays = {"x": x} | {f"weights{p}": a for p, a in leaves(w)}
+    return errors_of(lambda: np.sum(gated_encoder_layer_vjp(x, w, HEADS, mask)[0].output * dy), analytic, arrays)
+
+
 def embedding_and_logits_errors() -> dict:
     rng = np.random.default_rng(9)
     table, tokens = rng.standard_normal((5, D)), np.array([[1, 3, 1, 0], [4, 4, 4, 2]])  # repeated tokens
@@ -203,6 +232,8 @@ CASES = {
     "encoder_layer of BERT: GELU, eps 1e-12, a padding mask": lambda: encoder_errors(padding_mask([2, N], N), "gelu",
                                                                                        1e-12),
     "decoder_layer with a memory padding mask": decoder_errors,
+    "gated self-attention with causal and padding masks": gated_attention_errors,
+    "gated encoder layer, decoder-only with causal and padding masks": gated_encoder_errors,
     "embedding and tied logits": embedding_and_logits_errors,
     "token_cross_entropy, padded": lambda: cross_entropy_errors(0.0),
     "token_cross_entropy, padded and label-smoothed": lambda: cross_entropy_errors(0.1),
@@ -215,8 +246,47 @@ def test_every_parameter_and_input_gradient_matches_central_differences(case):
 
 
 def test_the_finite_differences_see_every_parameter():
-    # the decoder case checks all 26 arrays of the weights, and y and memory
+    # the decoder case checks all 26 arrays of the weights, and y and memory; the gated layer's 16, its gate and x
     assert len(decoder_errors()) == 26 + 2
+    assert len(gated_encoder_errors()) == 16 + 1 + 1
+
+
+def test_a_gate_of_one_half_everywhere_is_multi_head_attention_with_half_the_output_projection():
+    w, mask = init_multi_head_weights(D, seed=6), causal_and_padding([N, 2], N)
+    (out, attention, gate), _ = gated_self_attention_vjp(X, w, np.zeros((D, D)), HEADS, mask)
+    halved = multi_head_attention(X, X, X, w._replace(w_o=w.w_o / 2), HEADS, mask)  # sigma(0) = 1/2
+    assert np.all(gate == 0.5)
+    np.testing.assert_allclose(out, halved.output, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(attention, halved.weights)  # the gate leaves the weights alone
+    layer = init_encoder_layer(D, D_FF, seed=7)
+    gated = GatedEncoderLayerWeights(*layer, np.zeros((D, D)))
+    plain = layer._replace(self_attention=layer.self_attention._replace(w_o=layer.self_attention.w_o / 2))
+    np.testing.assert_allclose(gated_encoder_layer_vjp(X, gated, HEADS, mask)[0].output,
+                               encoder_layer(X, plain, HEADS, mask).output, rtol=1e-12, atol=1e-12)
+
+
+def test_the_gate_is_the_gate_of_qwen3_next_attention_read_from_the_querys_token():
+    from attnbook.recent.gated import gated_attention, init_gated_attention
+
+    w_gate = RNG.standard_normal((D, D))
+    qwen = init_gated_attention(D, HEADS, n_kv_heads=HEADS, d_head=D // HEADS)._replace(w_gate=w_gate)
+    _, _, expected = gated_attention(X, qwen, HEADS, HEADS, rotary_dim=0)  # (batch, h, n, d_head)
+    (_, _, gate), _ = gated_self_attention_vjp(X, init_multi_head_weights(D), w_gate, HEADS)
+    np.testing.assert_allclose(gate, expected, rtol=1e-15)
+    x_moved = X.copy()
+    x_moved[:, 0] += 1.0  # another first token: only its own gate changes
+    (_, _, moved), _ = gated_self_attention_vjp(x_moved, init_multi_head_weights(D), w_gate, HEADS)
+    assert np.all(moved[:, :, 0] != gate[:, :, 0]) and np.array_equal(moved[:, :, 1:], gate[:, :, 1:])
+
+
+def test_a_closed_gate_passes_no_gradient_to_the_heads():
+    # a gate of (nearly) 0 blocks the head: no gradient reaches the queries, keys and values
+    w, w_gate = init_multi_head_weights(D, seed=8), np.full((D, D), -1e3)  # logits about -1e3 |x|: sigma = 0
+    x = np.abs(X) + 0.1  # positive coordinates: every logit very negative
+    (out, _, gate), back = gated_self_attention_vjp(x, w, w_gate, HEADS)
+    grads, dw_gate, _ = back(np.ones_like(out))
+    assert np.all(gate == 0)
+    assert np.all(grads.w_q == 0) and np.all(grads.w_v == 0) and np.all(dw_gate == 0)
 
 
 # --- the taped forward is the package's forward --------------------------------------------------------
@@ -309,6 +379,12 @@ def test_token_cross_entropy_of_the_smoothed_target_itself_is_its_entropy():
      "gamma has shape (4,) but x has shape (2, 3); expected (3,)"),
     (lambda: encoder_layer_vjp(np.ones((3, 4)), init_decoder_layer(4, 8), 2), TypeError,
      "weights must be EncoderLayerWeights, got DecoderLayerWeights"),
+    (lambda: gated_encoder_layer_vjp(np.ones((3, 4)), init_encoder_layer(4, 8), 2), TypeError,
+     "weights must be GatedEncoderLayerWeights, got EncoderLayerWeights"),
+    (lambda: gated_encoder_layer_vjp(np.ones((3, 4)), GatedEncoderLayerWeights(*init_encoder_layer(4, 8), np.ones((4, 3))),
+                                     2), ValueError, "w_gate has shape (4, 3) but x has d_model = 4; expected (4, 4)"),
+    (lambda: gated_self_attention_vjp(np.ones((3, 4)), init_multi_head_weights(4), np.ones((4, 4)), 2)[1](np.ones(4)),
+     ValueError, "d_output has shape (4,) but the output has shape (3, 4)"),
     (lambda: multi_head_vjp(np.ones((3, 4)), np.ones((3, 4)), np.ones((3, 4)), init_multi_head_weights(4), 3),
      ValueError, "d_model = 4 is not divisible by n_heads = 3"),
     (lambda: encoder_layer_vjp(np.ones((3, 4)), init_encoder_layer(4, 8), 2)[1](np.ones((3, 5))), ValueError,

@@ -17,6 +17,7 @@ weights) and of the inputs. Arguments are checked once, with the layer's check; 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,7 +35,8 @@ from ..transformer import (
     layer_norm,
     standard_normal_cdf,
 )
-from ..validation import as_float_array, boundary
+from ..recent.gated import GatedAttentionResult
+from ..validation import Array, Norm, as_float_array, boundary
 from .gradients import backpropagate, check_output_gradient, linear_grads, sum_rows, sum_to_shape
 
 __all__ = [
@@ -42,6 +44,9 @@ __all__ = [
     "embedding_vjp",
     "encoder_layer_vjp",
     "feed_forward_vjp",
+    "GatedEncoderLayerWeights",
+    "gated_encoder_layer_vjp",
+    "gated_self_attention_vjp",
     "layer_norm_vjp",
     "multi_head_vjp",
     "tied_logits_vjp",
@@ -350,6 +355,29 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None, 
     """
     (attended, attention), attention_back = multi_head_vjp.unchecked(x, x, x, weights.self_attention, n_heads,
                                                                       mask)  # (..., n, d_model), (..., h, n, n)
+    y, rest_back = post_norm_rest(x, attended, weights, activation, eps)  # (..., n, d_model)
+
+    def back(dy):
+        ds_1, d_feed, norm_1, norm_2 = rest_back(dy)  # ds_1: (..., n, d_model)
+        d_attention, dq, dk, dv = attention_back(ds_1)
+        grads = EncoderLayerWeights(d_attention, d_feed, norm_1, norm_2)
+        dx = sum_to_shape(ds_1, x.shape) + dq + dk + dv  # (..., n, d_model): x is the residual, query, key and value
+        return grads, dx
+
+    return EncoderLayerResult(y, attention), back
+
+
+def post_norm_rest(x: np.ndarray, attended: np.ndarray, weights, activation: str, eps: float) -> tuple:
+    """Unchecked kernel: a post-norm layer after its self-attention; ``back(dy) -> (ds_1, d_feed, norm_1, norm_2)``.
+
+    ``ds_1`` is the gradient of ``x + attended``, ``d_feed`` the feed-forward weights', ``norm_1`` and
+    ``norm_2`` the ``(dgamma, dbeta)`` of the two layer norms.
+
+    >>> from attnbook import init_encoder_layer
+    >>> y, back = post_norm_rest(np.eye(2), np.zeros((2, 2)), init_encoder_layer(2, 4), "relu", 1e-5)
+    >>> back(np.ones((2, 2)))[0].shape
+    (2, 2)
+    """
     x_1, norm_1_back = layer_norm_vjp.unchecked(x + attended, *weights.norm_1, eps)  # (..., n, d_model)
     fed, feed_back = feed_forward_vjp.unchecked(x_1, weights.feed_forward, activation)  # (..., n, d_model)
     y, norm_2_back = layer_norm_vjp.unchecked(x_1 + fed, *weights.norm_2, eps)  # (..., n, d_model)
@@ -358,12 +386,9 @@ def encoder_layer_vjp(x, weights: EncoderLayerWeights, n_heads: int, mask=None, 
         ds_2, dgamma_2, dbeta_2 = norm_2_back(dy)  # (..., n, d_model)
         d_feed, dx_1 = feed_back(ds_2)
         ds_1, dgamma_1, dbeta_1 = norm_1_back(ds_2 + dx_1)  # the residual passes ds_2 on
-        d_attention, dq, dk, dv = attention_back(ds_1)
-        grads = EncoderLayerWeights(d_attention, d_feed, (dgamma_1, dbeta_1), (dgamma_2, dbeta_2))
-        dx = sum_to_shape(ds_1, x.shape) + dq + dk + dv  # (..., n, d_model): x is the residual, query, key and value
-        return grads, dx
+        return ds_1, d_feed, (dgamma_1, dbeta_1), (dgamma_2, dbeta_2)
 
-    return EncoderLayerResult(y, attention), back
+    return y, back
 
 
 @boundary(decoder_layer.check)
@@ -425,3 +450,173 @@ def decoder_layer_vjp(y, memory, weights: DecoderLayerWeights, n_heads: int, mem
         return grads, dy, dk_cross + dv_cross  # (..., n_t, d_model), (..., n_s, d_model)
 
     return DecoderLayerResult(y_3, self_weights, cross_weights), back
+
+
+class GatedEncoderLayerWeights(NamedTuple):
+    """Weights of a post-norm encoder layer whose self-attention has an output gate (Qiu et al., 2025).
+
+    Attributes
+    ----------
+    self_attention, feed_forward, norm_1, norm_2
+        As in :class:`attnbook.EncoderLayerWeights`.
+    w_gate : ndarray
+        ``(d_model, d_model)`` the gates' logits ``x W_G``, head by head (the columns of head ``i`` are
+        ``i d_head .. (i + 1) d_head - 1``, as those of ``W_Q``); no bias.
+
+    Examples
+    --------
+    >>> from attnbook import init_encoder_layer
+    >>> layer = GatedEncoderLayerWeights(*init_encoder_layer(4, 8), np.zeros((4, 4)))
+    >>> layer.w_gate.shape, layer.norm_1[0].shape
+    ((4, 4), (4,))
+    """
+
+    self_attention: MultiHeadWeights
+    feed_forward: FeedForwardWeights
+    norm_1: Norm["d_model"]  # (gamma, beta) after attention
+    norm_2: Norm["d_model"]  # after the feed-forward network
+    w_gate: Array["d_model, d_model"]  # the gates' logits, head by head
+
+
+def _checked_gate(w_gate, d_model: int) -> np.ndarray:
+    w_gate = as_float_array(w_gate, "w_gate")  # (d_model, d_model)
+    if w_gate.shape != (d_model, d_model):
+        raise ValueError(f"w_gate has shape {w_gate.shape} but x has d_model = {d_model}; "
+                         f"expected ({d_model}, {d_model})")
+    return w_gate
+
+
+def _gated_attention_arguments(x, weights: MultiHeadWeights, w_gate, n_heads: int, mask=None) -> tuple:
+    x, _, _, weights, n_heads, mask = _multi_head_arguments(x, x, x, weights, n_heads, mask)
+    return x, weights, _checked_gate(w_gate, x.shape[-1]), n_heads, mask
+
+
+@boundary(_gated_attention_arguments)
+def gated_self_attention_vjp(x, weights: MultiHeadWeights, w_gate, n_heads: int, mask=None) -> tuple:
+    r"""Multi-head self-attention with a sigmoid gate on each head's output; ``back(d_output)`` -> ``(grads, dw_gate, dx)``.
+
+    .. math:: G_i = \sigma(X W_{G,i}), \quad O_i = \operatorname{Attention}(X W_{Q,i}, X W_{K,i}, X W_{V,i}),
+              \quad Y = [G_i \odot O_i]_i\, W_O + b_O,
+
+              dO_i = G_i \odot dC_i, \qquad dZ_i = O_i \odot G_i \odot (1 - G_i) \odot dC_i, \qquad
+              dW_G = X^\top [dZ_i]_i, \qquad dX = dX_{Q,K,V} + [dZ_i]_i\, W_G^\top
+
+    with :math:`dC = dY\, W_O^\top` the gradient of the gated heads, concatenated, :math:`dC_i` its slice of
+    head :math:`i`, and :math:`\sigma' = \sigma (1 - \sigma)` the sigmoid's derivative. The gate is the one of
+    :func:`attnbook.recent.gated.gated_attention` (coordinate by coordinate, read from the query's token), on the
+    book's multi-head attention with biases.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(..., n, d_model)`` the sequence (queries, keys and values).
+    weights, n_heads, mask
+        As in :func:`attnbook.multi_head_attention`.
+    w_gate : array_like
+        ``(d_model, d_model)`` the gates' logits, head by head.
+
+    Returns
+    -------
+    tuple
+        ``(result, back)``: a :class:`~attnbook.recent.gated.GatedAttentionResult` (``output`` ``(..., n, d_model)``,
+        ``weights`` ``(..., n_heads, n, n)``, ``gate`` ``(..., n_heads, n, d_head)``) and
+        ``back(d_output) -> (grads, dw_gate, dx)``, ``grads`` a :class:`~attnbook.MultiHeadWeights`.
+
+    Examples
+    --------
+    >>> from attnbook import causal_mask, init_multi_head_weights, multi_head_attention
+    >>> x = np.random.default_rng(0).standard_normal((3, 4))              # (n, d_model)
+    >>> w = init_multi_head_weights(4)
+    >>> (out, attention, gate), back = gated_self_attention_vjp(x, w, np.zeros((4, 4)), 2, mask=causal_mask(3))
+    >>> float(gate.min()), float(gate.max())                              # sigma(0) everywhere
+    (0.5, 0.5)
+    >>> halved = w._replace(w_o=w.w_o / 2)                                # a gate of 1/2 halves W_O
+    >>> bool(np.allclose(out, multi_head_attention(x, x, x, halved, 2, mask=causal_mask(3)).output))
+    True
+    >>> grads, dw_gate, dx = back(np.ones_like(out))
+    >>> dw_gate.shape, dx.shape
+    ((4, 4), (3, 4))
+    """
+    w, split = weights, split_heads.unchecked
+    projected = [x @ w_x + b_x for w_x, b_x in ((w.w_q, w.b_q), (w.w_k, w.b_k), (w.w_v, w.b_v))]
+    dtype = np.result_type(*projected, np.float32)  # scores in at least float32, as in attention
+    q, k, v = (split(p.astype(dtype, copy=False), n_heads) for p in projected)  # (..., h, n, d_head) each
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    heads, attention = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)  # (..., h, n, d_head)
+    gate = 1.0 / (1.0 + np.exp(-split(x @ w_gate, n_heads)))  # (..., h, n, d_head): sigma, in (0, 1)
+    concat = merge_heads.unchecked(heads * gate)  # (..., n, d_model): the gated heads
+    output = concat @ w.w_o + w.b_o  # (..., n, d_model)
+
+    def back(d_output):
+        check_output_gradient(d_output, output.shape, "d_output")
+        d_concat, dw_o = linear_grads(concat, w.w_o, d_output)  # (..., n, d_model), (d_model, d_model)
+        d_gated = split(d_concat, n_heads)  # (..., h, n, d_head)
+        d_logits = merge_heads.unchecked(d_gated * heads * gate * (1.0 - gate))  # (..., n, d_model): sigma'
+        dx_gate, dw_gate = linear_grads(x, w_gate, d_logits)  # (..., n, d_model), (d_model, d_model)
+        (dq, dk, dv), _ = backpropagate(q, k, v, attention, d_gated * gate, mask, scale)  # (..., h, n, d_head)
+        dq, dk, dv = (merge_heads.unchecked(g) for g in (dq, dk, dv))  # (..., n, d_model)
+        dx_q, dw_q = linear_grads(x, w.w_q, dq)  # (..., n, d_model), (d_model, d_model)
+        dx_k, dw_k = linear_grads(x, w.w_k, dk)
+        dx_v, dw_v = linear_grads(x, w.w_v, dv)
+        grads = MultiHeadWeights(dw_q, dw_k, dw_v, dw_o, sum_rows(dq), sum_rows(dk), sum_rows(dv),
+                                 sum_rows(d_output))
+        return grads, dw_gate, dx_q + dx_k + dx_v + dx_gate  # dx: (..., n, d_model), the four uses of x
+
+    return GatedAttentionResult(output, attention, gate), back
+
+
+def _gated_layer_arguments(x, weights: GatedEncoderLayerWeights, n_heads: int, mask=None, activation: str = "relu",
+                           eps: float = 1e-5) -> tuple:
+    if not isinstance(weights, GatedEncoderLayerWeights):
+        raise TypeError(f"weights must be GatedEncoderLayerWeights, got {type(weights).__name__}")
+    x, layer, n_heads, mask, activation, eps = encoder_layer.check(x, EncoderLayerWeights(*weights[:4]), n_heads,
+                                                                   mask, activation, eps)
+    return x, GatedEncoderLayerWeights(*layer, _checked_gate(weights.w_gate, x.shape[-1])), n_heads, mask, activation, eps
+
+
+@boundary(_gated_layer_arguments)
+def gated_encoder_layer_vjp(x, weights: GatedEncoderLayerWeights, n_heads: int, mask=None, activation: str = "relu",
+                            eps: float = 1e-5) -> tuple:
+    r"""One post-norm encoder layer whose self-attention is gated; ``back(dy)`` -> ``(GatedEncoderLayerWeights, dx)``.
+
+    .. math:: X' = \operatorname{LN}_1(X + \operatorname{GatedMHA}(X)), \quad
+              Y = \operatorname{LN}_2(X' + \operatorname{FFN}(X'))
+
+    :func:`encoder_layer_vjp` with :func:`gated_self_attention_vjp` in place of the self-attention: the
+    one change of Qiu et al. (2025) to a layer.
+
+    Parameters
+    ----------
+    x, n_heads, mask, activation, eps
+        As in :func:`attnbook.encoder_layer`.
+    weights : GatedEncoderLayerWeights
+        The layer's weights and its gate's.
+
+    Returns
+    -------
+    tuple
+        ``(result, back)``: a :class:`~attnbook.recent.gated.GatedAttentionResult` whose ``output`` is the
+        layer's ``(..., n, d_model)`` (``weights`` and ``gate`` those of its attention) and
+        ``back(dy) -> (grads, dx)``, ``grads`` a :class:`GatedEncoderLayerWeights`.
+
+    Examples
+    --------
+    >>> from attnbook import causal_mask, init_encoder_layer
+    >>> x = np.random.default_rng(0).standard_normal((3, 4))              # (n, d_model)
+    >>> layer = GatedEncoderLayerWeights(*init_encoder_layer(4, 8), np.zeros((4, 4)))
+    >>> (out, attention, gate), back = gated_encoder_layer_vjp(x, layer, 2, mask=causal_mask(3))
+    >>> grads, dx = back(np.ones_like(out))
+    >>> grads.w_gate.shape, gate.shape, dx.shape
+    ((4, 4), (2, 3, 2), (3, 4))
+    """
+    (attended, attention, gate), attention_back = gated_self_attention_vjp.unchecked(
+        x, weights.self_attention, weights.w_gate, n_heads, mask)  # (..., n, d_model), (..., h, n, n), (..., h, n, d_head)
+    y, rest_back = post_norm_rest(x, attended, weights, activation, eps)  # (..., n, d_model)
+
+    def back(dy):
+        ds_1, d_feed, norm_1, norm_2 = rest_back(dy)  # ds_1: (..., n, d_model)
+        d_attention, dw_gate, dx_attention = attention_back(ds_1)
+        grads = GatedEncoderLayerWeights(d_attention, d_feed, norm_1, norm_2, dw_gate)
+        return grads, sum_to_shape(ds_1, x.shape) + dx_attention  # (..., n, d_model): the residual and the attention
+
+    return GatedAttentionResult(y, attention, gate), back

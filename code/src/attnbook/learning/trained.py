@@ -8,7 +8,7 @@ GPT's held-out bits per character and its n-gram baseline's.
 ``python -m tools.train NAME`` stores the result with :func:`attnbook.learning.store.save_trained`.
 
 >>> sorted(STORED)
-['digits_vit', 'gpt', 'induction', 'reversal']
+['digits_vit', 'gpt', 'induction', 'induction_gated', 'reversal']
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import check_positive_int
-from .analysis.induction import emergence_step, half_way_step, induction_metrics, probe_measurements, probe_tokens
+from .analysis.induction import (emergence_step, half_way_step, induction_metrics, probe_measurements, probe_tokens,
+                                 sink_measurements)
 from .analysis.seq2seq import cross_attention_alignment, time_decoding
 from .analysis.seq2seq_decoder import exact_matches
 from .analysis.vit import position_similarity, similarity_by_distance
 from ..text.ngram import fit_ngram, ngram_bits_per_character
 from .digits import load_digits_split
-from .models import gpt, induction, scaffold, seq2seq, vit
+from .models import gpt, induction, induction_gated, scaffold, seq2seq, vit
 
 __all__ = ["STORED", "train"]
 
@@ -81,6 +82,15 @@ def _induction(seed: int, progress: bool, n_steps: int | None) -> tuple:
     return params, record
 
 
+def _induction_gated(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    config = induction.InductionConfig()  # the induction model's: data, seed, sizes and steps
+    params, record = scaffold.train(induction_gated.MODEL, config, seed, progress, n_steps)
+    probe = probe_tokens(config)
+    forward = induction_gated.taped(params, probe[:, :-1], config)[0]
+    record["metrics"] = sink_measurements(forward, probe, config.probe_half_length)
+    return params, record
+
+
 def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
     config = gpt.GPTConfig()
     params, record = scaffold.train(gpt.MODEL, config, seed, progress, n_steps)
@@ -95,7 +105,8 @@ def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
 
 
 # name -> its run: (seed, progress, n_steps) -> (params, record)
-STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction, "gpt": _gpt}
+STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction, "induction_gated": _induction_gated,
+          "gpt": _gpt}
 
 
 def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
@@ -107,7 +118,8 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     Parameters
     ----------
     name : str
-        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"``, ``"induction"`` or ``"gpt"``.
+        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"``, ``"induction"``, ``"induction_gated"`` or
+        ``"gpt"``.
     seed : int, optional
         Seeds the parameters and the batches; default 0, the stored models'.
     progress : bool, optional
@@ -129,7 +141,7 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     >>> train("gpt5")
     Traceback (most recent call last):
     ...
-    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'induction', 'reversal']
+    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'induction', 'induction_gated', 'reversal']
     """
     if name not in STORED:
         raise ValueError(f"no stored model {name!r}; the stored models are {sorted(STORED)}")

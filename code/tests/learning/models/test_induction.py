@@ -48,24 +48,10 @@ def test_the_gradient_of_every_weight_matches_central_differences_in_float64():
     assert max(errors.values()) <= 1e-6, max(errors, key=errors.get)  # measured: 2.2e-9 at most (layers.0 b_k)
 
 
-def test_a_shortened_retraining_reproduces_the_stored_loss_curve(stored):
-    # The run is computed in a subprocess with one BLAS thread, as `make train` (tools.train) computed
-    # the stored curve: with several threads OpenBLAS may sum in another order, and the rounding
-    # differences grow over the steps of training. On one thread the numbers agree to rtol 1e-6 (in
-    # practice exactly) on any machine with the same numpy.
-    _, config, record = stored
-    steps = 200
-    code = textwrap.dedent(f"""
-        import json
-        from attnbook.learning.models.induction import MODEL, InductionConfig
-        from attnbook.learning.models.scaffold import train
-        config = InductionConfig(**json.loads({json.dumps(json.dumps(record["config"]))}))
-        _, record = train(MODEL, config, seed={record["seed"]}, progress=False, n_steps={steps})
-        print(json.dumps(record["losses"]))
-    """)
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    np.testing.assert_allclose(json.loads(result.stdout), record["losses"][:steps], rtol=1e-6)
+def test_a_shortened_retraining_reproduces_the_stored_loss_curve(stored, retrained_losses):
+    _, _, record = stored
+    losses = retrained_losses("induction", "InductionConfig", record, steps=200)  # one BLAS thread, as make train
+    np.testing.assert_allclose(losses, record["losses"][:200], rtol=1e-6)
 
 
 def test_the_stored_weights_reproduce_the_recorded_metrics(stored):

@@ -4,7 +4,7 @@ trained by `fit`; the stored ones load through it."""
 import numpy as np
 import pytest
 
-from attnbook.learning.models import induction, lengths, recall, scaffold, seq2seq, vit
+from attnbook.learning.models import induction, induction_gated, lengths, recall, scaffold, seq2seq, vit
 from attnbook.learning.optim import check_gradients, tree_leaves
 
 SMALL = {
@@ -13,6 +13,8 @@ SMALL = {
     "vit": (vit.MODEL, vit.ViTConfig(d_model=8, n_heads=2, d_ff=16, n_layers=1, batch_size=4)),
     "induction": (induction.MODEL, induction.InductionConfig(vocab_size=6, d_model=8, d_ff=8, batch_size=2,
                                                              max_half_length=8)),
+    "induction_gated": (induction_gated.MODEL, induction.InductionConfig(vocab_size=6, d_model=8, d_ff=8, batch_size=2,
+                                                                         max_half_length=8)),
     "lengths": (lengths.MODEL, lengths.LengthConfig("rotary", trained_length=6, d_model=8, n_heads=2, batch_size=4)),
     "recall": (recall.MODEL, recall.RecallConfig(batch_size=4)),
 }
@@ -39,7 +41,8 @@ def test_a_model_trains_with_fit_and_records_the_same_run_for_the_same_seed(name
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("model", [seq2seq.MODEL, vit.MODEL, induction.MODEL], ids=lambda m: m.name)
+@pytest.mark.parametrize("model", [seq2seq.MODEL, vit.MODEL, induction.MODEL, induction_gated.MODEL],
+                         ids=lambda m: m.name)
 def test_a_stored_model_loads_in_the_structure_its_init_makes(model):
     params, config, record = scaffold.load(model)
     template = model.init(config, 0)

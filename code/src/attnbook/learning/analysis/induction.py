@@ -33,8 +33,8 @@ from ..models.induction import (
 )
 from ..tasks import repeated_sequence_batch
 
-__all__ = ["HALF_LENGTHS", "HeadScores", "ablate_head", "emergence_step", "half_way_step", "head_scores",
-           "induction_metrics", "next_token_losses", "probe_tokens"]
+__all__ = ["HALF_LENGTHS", "HeadScores", "SinkShares", "ablate_head", "emergence_step", "first_token_share",
+           "half_way_step", "head_scores", "induction_metrics", "next_token_losses", "probe_tokens", "sink_measurements"]
 
 HALF_LENGTHS = (4, 8, 12, 16, 20, 24)  # evaluated after training; 20 and 24 are longer than any training batch
 
@@ -96,13 +96,18 @@ def head_scores(attention, half_length: int) -> HeadScores:
     >>> head_scores(a, half_length=3).previous_token.tolist()                # h = 3: queries 3, 4
     [[1.0]]
     """
+    return scores(*_repeated_attention(attention, half_length))
+
+
+def _repeated_attention(attention, half_length: int) -> tuple:
+    """``(attention, half_length)`` checked: ``(n_layers, batch, n_heads, 2h - 1, 2h - 1)`` weights and ``h``."""
     a = np.asarray(attention, dtype=float)  # (layers, batch, h, n, n)
     half_length = check_positive_int(half_length, "half_length", 2)
     n = 2 * half_length - 1
     if a.ndim != 5 or a.shape[-2:] != (n, n):
         raise ValueError(f"attention has shape {a.shape}; expected (n_layers, batch, n_heads, {n}, {n}) "
                          f"for half_length = {half_length}")
-    return scores(a, half_length)
+    return a, half_length
 
 
 def scores(a: np.ndarray, half_length: int) -> HeadScores:
@@ -117,6 +122,118 @@ def scores(a: np.ndarray, half_length: int) -> HeadScores:
     induction = a[..., t, t - half_length + 1].mean(axis=(1, 3))  # (layers, heads)
     previous_first_half = a[..., s, s - 1].mean(axis=(1, 3))  # (layers, heads)
     return HeadScores(previous, induction, previous_first_half)
+
+
+class SinkShares(NamedTuple):
+    """How much weight the queries put on the first token, in each half of repeated sequences.
+
+    Attributes
+    ----------
+    first_half : ndarray
+        ``(n_layers, n_heads)`` mean weight of query ``s`` on key 0 over ``s = 1 .. h - 1``, where nothing
+        can be copied (query 0 has no other key and is left out).
+    second_half : ndarray
+        ``(n_layers, n_heads)`` the same over the second half's queries ``t = h .. 2h - 2``.
+
+    Examples
+    --------
+    >>> SinkShares(np.ones((2, 1)), np.zeros((2, 1))).first_half.tolist()
+    [[1.0], [1.0]]
+    """
+
+    first_half: np.ndarray  # (n_layers, n_heads): queries 1 .. h - 1, key 0
+    second_half: np.ndarray  # (n_layers, n_heads): queries h .. 2h - 2, key 0
+
+
+def first_token_share(attention, half_length: int) -> SinkShares:
+    r"""The share of attention weight on the first token (an attention sink's), per layer and head, by half.
+
+    .. math:: \text{sink}_1 = \operatorname{mean}_{b,\; 1 \le s \le h-1} A_{b, s, 0}, \qquad
+              \text{sink}_2 = \operatorname{mean}_{b,\; h \le t \le 2h-2} A_{b, t, 0}
+
+    Parameters
+    ----------
+    attention : array_like
+        ``(n_layers, batch, n_heads, 2h - 1, 2h - 1)``, as a model's forward pass returns it on
+        ``tokens[:, :-1]`` of repeated sequences.
+    half_length : int
+        ``h``.
+
+    Returns
+    -------
+    SinkShares
+        ``(first_half, second_half)``, each ``(n_layers, n_heads)``.
+
+    Examples
+    --------
+    >>> a = np.zeros((1, 1, 1, 5, 5)); a[..., 0] = 1                      # every query on token 0
+    >>> first_token_share(a, half_length=3).second_half.tolist()
+    [[1.0]]
+    """
+    a, half_length = _repeated_attention(attention, half_length)  # (layers, batch, h, n, n)
+    on_first = a[..., 0]  # (layers, batch, heads, n): each query's weight on key 0
+    first = on_first[..., 1:half_length].mean(axis=(1, 3))  # (layers, heads)
+    second = on_first[..., half_length:].mean(axis=(1, 3))  # (layers, heads)
+    return SinkShares(first, second)
+
+
+def sink_measurements(forward, tokens, half_length: int) -> dict:
+    r"""A model's first-token shares and its task on repeated sequences: the second half's loss and accuracy.
+
+    .. math:: \text{accuracy} = \operatorname{mean}_{b,\; h \le t \le 2h-2}
+              \bigl[\arg\max_v z_{b, t, v} = x_{b, t+1}\bigr]
+
+    the share of the copyable next tokens (``t = h .. 2h - 2``, as in :func:`head_scores`) the model
+    predicts best. Any model's forward pass on ``tokens[:, :-1]`` will do: the induction model's and the
+    gated one's (:mod:`attnbook.learning.models.induction_gated`), whose mean gates are measured too.
+
+    Parameters
+    ----------
+    forward : Forward or GatedForward
+        ``logits`` ``(batch, 2h - 1, V)`` and ``attention`` ``(n_layers, batch, n_heads, 2h - 1, 2h - 1)``
+        of the model on ``tokens[:, :-1]``; with a ``gate`` ``(n_layers, batch, n_heads, 2h - 1, d_head)``.
+    tokens : array_like of int
+        ``(batch, 2h)`` the repeated sequences.
+    half_length : int
+        ``h``.
+
+    Returns
+    -------
+    dict
+        ``sink_first_half`` and ``sink_second_half`` (``[layer][head]``, :func:`first_token_share`),
+        ``first_half_loss``, ``second_half_loss``, ``second_half_accuracy``; for a gated model also
+        ``gate_first_half`` and ``gate_second_half`` (``[layer][head]``, the mean gate of those queries).
+
+    Examples
+    --------
+    >>> params, config, record = load_induction()
+    >>> probe = probe_tokens(config)
+    >>> found = sink_measurements(taped(params, probe[:, :-1], config)[0], probe, config.probe_half_length)
+    >>> found["second_half_accuracy"] > 0.95, found["sink_first_half"][1][0] > 0.5
+    (True, True)
+    """
+    tokens = np.asarray(tokens)  # (batch, 2h)
+    half_length = check_positive_int(half_length, "half_length", 2)
+    if tokens.ndim != 2 or tokens.shape[1] != 2 * half_length:
+        raise ValueError(f"tokens has shape {tokens.shape}; expected (batch, {2 * half_length}) for "
+                         f"half_length = {half_length}")
+    logits = np.asarray(forward.logits)  # (batch, 2h - 1, V)
+    if logits.shape[:2] != (tokens.shape[0], 2 * half_length - 1):
+        raise ValueError(f"forward.logits has shape {logits.shape}; expected ({tokens.shape[0]}, "
+                         f"{2 * half_length - 1}, V): the model's logits on tokens[:, :-1]")
+    shares = first_token_share(forward.attention, half_length)
+    losses = token_losses(logits, tokens[:, 1:])  # (batch, 2h - 1)
+    hits = logits.argmax(axis=-1) == tokens[:, 1:]  # (batch, 2h - 1)
+    found = {"sink_first_half": shares.first_half.tolist(), "sink_second_half": shares.second_half.tolist(),
+             "first_half_loss": float(losses[:, :half_length - 1].mean()),
+             "second_half_loss": float(losses[:, half_length:].mean()),
+             "second_half_accuracy": float(hits[:, half_length:].mean())}
+    gate = getattr(forward, "gate", None)
+    if gate is not None:
+        gate = np.asarray(gate)  # (layers, batch, heads, 2h - 1, d_head)
+        found["gate_first_half"] = gate[..., 1:half_length, :].mean(axis=(1, 3, 4)).tolist()  # (layers, heads)
+        found["gate_second_half"] = gate[..., half_length:, :].mean(axis=(1, 3, 4)).tolist()  # (layers, heads)
+    return found
 
 
 def next_token_losses(params: InductionParameters, tokens, config: InductionConfig) -> np.ndarray:

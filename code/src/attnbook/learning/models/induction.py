@@ -38,8 +38,8 @@ from ..layers import embedding_vjp, encoder_layer_vjp, tied_logits_vjp
 from ..tasks import repeated_sequence_batch
 from . import scaffold
 
-__all__ = ["MODEL", "InductionConfig", "InductionParameters", "check_sequences", "induction_batch", "induction_forward",
-           "induction_loss_and_gradients", "init_induction_model", "load_induction"]
+__all__ = ["MODEL", "InductionConfig", "InductionParameters", "check_sequences", "check_tokens", "induction_batch",
+           "induction_forward", "induction_loss_and_gradients", "init_induction_model", "load_induction"]
 
 
 class InductionConfig(NamedTuple):
@@ -148,7 +148,26 @@ def init_induction_model(config: InductionConfig, seed: int = 0) -> InductionPar
     return InductionParameters(embedding, layers, unembedding)
 
 
-def _checked_tokens(tokens, config: InductionConfig, name: str = "tokens") -> np.ndarray:
+def check_tokens(tokens, config: InductionConfig, name: str = "tokens") -> np.ndarray:
+    """``tokens`` as an integer array ``(batch, n)`` of ids in ``0 .. V - 1``, else an error naming ``name``.
+
+    Parameters
+    ----------
+    tokens, config, name
+        The token ids, the configuration (its ``vocab_size``), their name in errors.
+
+    Returns
+    -------
+    ndarray
+        ``(batch, n)``.
+
+    Examples
+    --------
+    >>> check_tokens(np.array([[0, 9]]), InductionConfig(vocab_size=5, d_model=4, d_ff=8))
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens contains the id 9, outside 0 .. 4
+    """
     tokens = np.asarray(tokens)  # (batch, n)
     if tokens.dtype.kind not in "iu":
         raise TypeError(f"{name} has dtype {tokens.dtype}; expected integer token ids")
@@ -186,7 +205,7 @@ def check_sequences(params, tokens, config: InductionConfig) -> tuple:
     ValueError: tokens has shape (1, 1); a sequence needs 2 tokens to predict one
     """
     params, config = scaffold.check_model(MODEL, params, config)
-    tokens = _checked_tokens(tokens, config)
+    tokens = check_tokens(tokens, config)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens has shape {tokens.shape}; a sequence needs 2 tokens to predict one")
     return params, tokens
@@ -200,14 +219,32 @@ def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConf
     >>> back(np.ones_like(out.logits)).embedding.shape
     (5, 4)
     """
+    logits, results, back = stacked(params, tokens, config, encoder_layer_vjp.unchecked)  # (batch, n, V)
+    return scaffold.Forward(logits, np.stack([r.weights for r in results])), back  # (layers, batch, h, n, n)
+
+
+def stacked(params, tokens: np.ndarray, config: InductionConfig, layer_vjp) -> tuple:
+    """Unchecked kernel: embed, run ``params.layers`` with ``layer_vjp``, read out; ``(logits, results, back)``.
+
+    ``layer_vjp(x, layer, n_heads, mask)`` is a layer's vjp (:func:`~attnbook.learning.layers.encoder_layer_vjp`
+    or the gated one); ``results`` its results, layer by layer; ``back(dlogits)`` the gradients, a tree like
+    ``params`` (its ``embedding``, ``layers`` and ``unembedding``).
+
+    >>> config = InductionConfig(vocab_size=5, d_model=4, d_ff=8)
+    >>> logits, results, back = stacked(init_induction_model(config), np.array([[1, 2]]), config,
+    ...                                 encoder_layer_vjp.unchecked)
+    >>> logits.shape, len(results)
+    ((1, 2, 5), 2)
+    """
     n = tokens.shape[1]
     embedded, embedding_back = embedding_vjp.unchecked(params.embedding, tokens)  # (batch, n, d_model)
     x = embedded + config.position_scale * sinusoidal_encoding(n, config.d_model)  # (batch, n, d_model)
     mask = causal_mask(n)  # (n, n): position t sees 0 .. t
-    attention, backs = [], []
+    results, backs = [], []
     for layer in params.layers:
-        (x, weights), back = encoder_layer_vjp.unchecked(x, layer, config.n_heads, mask)  # (batch, n, d), (batch, h, n, n)
-        attention.append(weights)
+        result, back = layer_vjp(x, layer, config.n_heads, mask)  # output (batch, n, d), weights (batch, h, n, n)
+        x = result.output  # (batch, n, d_model)
+        results.append(result)
         backs.append(back)
     logits, logits_back = tied_logits_vjp.unchecked(x, params.unembedding)  # (batch, n, V): x U^T
 
@@ -217,9 +254,9 @@ def taped(params: InductionParameters, tokens: np.ndarray, config: InductionConf
         for layer_back in reversed(backs):
             grads, dx = layer_back(dx)  # dx: (batch, n, d_model)
             layer_grads.append(grads)
-        return InductionParameters(embedding_back(dx), tuple(reversed(layer_grads)), dunembedding)
+        return type(params)(embedding_back(dx), tuple(reversed(layer_grads)), dunembedding)
 
-    return scaffold.Forward(logits, np.stack(attention)), back  # (batch, n, V), (layers, batch, h, n, n)
+    return logits, results, back
 
 
 def induction_forward(params: InductionParameters, tokens, config: InductionConfig) -> scaffold.Forward:
@@ -252,7 +289,7 @@ def induction_forward(params: InductionParameters, tokens, config: InductionConf
     ValueError: tokens contains the id 5, outside 0 .. 4
     """
     params, config = scaffold.check_model(MODEL, params, config)
-    return taped(params, _checked_tokens(tokens, config), config)[0]
+    return taped(params, check_tokens(tokens, config), config)[0]
 
 
 def induction_loss_and_gradients(params: InductionParameters, tokens, config: InductionConfig) -> tuple:
