@@ -11,6 +11,7 @@
 #   make bench      print the benchmark figures (attention; training throughput against PyTorch) into the package
 #   make bench-grading  print how long the sandboxed grader takes for 100 submissions
 #   make train      retrain the trained models from their seeds into the package (code/src/attnbook/data/trained)
+#   make scaling    the GPT's scaling curve: three smaller GPTs with the wide GPT's recipe, and it trained 3x longer (about 2 hours)
 #   make site-size  print what the browser downloads for each page, and the size of the site and its builds
 #   make build-times  build from a clean _build and print each phase's time (PHASES=all: nbval, a build executing every notebook)
 #   make package-lines  print each package folder's lines and the share that is docstrings
@@ -30,7 +31,7 @@ GRADES ?= _build/grades/$(HW)
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
-.PHONY: fonts translations package-lines train student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
+.PHONY: fonts translations package-lines train scaling student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR) fonts
 	$(PY) -m tools.build_book
@@ -121,6 +122,10 @@ bench-grading: $(STAMP) sandbox
 # the trained models (tools/train.py): weights and training records as package data, from fixed seeds
 train: $(STAMP)
 	$(PY) -m tools.train $(MODELS)
+
+# the GPT's scaling curve (tools/gpt_scaling.py): three GPTs smaller than gpt_wide, its recipe, into the package
+scaling: $(STAMP)
+	$(PY) -m tools.gpt_scaling
 
 # the translations' catalogs from the English (tools/translations.py; CONTRIBUTING.md, "Translations")
 translations: $(STAMP)

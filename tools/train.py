@@ -33,6 +33,7 @@ MODELS: dict[str, str] = {
     "induction": "induction",  # a two-layer decoder-only Transformer that forms an induction head (issue #14)
     "induction_gated": "induction_gated",  # the same with a sigmoid gate on each head's output (issue 43, item 2)
     "gpt": "gpt",  # a character-level GPT of today's shape on the Shakespeare corpus, in float32 (issue 27)
+    "gpt_wide": "gpt",  # the same, wider, deeper and trained longer: the GPT that is to beat Kneser-Ney (issue 40)
 }
 
 # name -> the OpenBLAS kernels (OPENBLAS_CORETYPE) its stored weights were made with, and the CPU flag they need
@@ -42,6 +43,7 @@ KERNELS: dict[str, tuple[str, str]] = {
     "induction": ("Haswell", "avx2"),
     "induction_gated": ("Haswell", "avx2"),  # the convention of the induction model it varies
     "gpt": ("SkylakeX", "avx512f"),
+    "gpt_wide": ("SkylakeX", "avx512f"),
 }
 
 

@@ -15,6 +15,7 @@ from attnbook import init_encoder_layer
 from attnbook.learning.gradients import linear_grads
 from attnbook.learning.layers import encoder_layer_vjp
 from attnbook.learning.loop import History, fit
+from attnbook.learning.optim import tree_map
 
 
 class Linear(NamedTuple):
@@ -118,3 +119,27 @@ def test_fit_refuses_a_nan_loss_and_gradients_of_another_structure():
             progress=False)
     with pytest.raises(TypeError, match="next_batch must be callable"):
         fit(params, regression_loss, None, 3, learning_rate=0.1, progress=False)
+
+
+def test_the_cosine_schedule_warms_up_then_falls_to_a_tenth_and_a_stopped_run_keeps_the_whole_runs_rates():
+    params, loss_and_gradients, next_batch = encoder_memorising(0)
+    _, whole = fit(params, loss_and_gradients, next_batch, 100, warmup=10, peak_rate=1e-2, progress=False)
+    assert int(np.argmax(whole.rates)) == 9 and whole.rates[9] == pytest.approx(1e-2)
+    assert whole.rates[-1] == pytest.approx(1e-3) and np.all(np.diff(whole.rates[9:]) < 0)
+    _, stopped = fit(params, loss_and_gradients, next_batch, 30, warmup=10, peak_rate=1e-2, decay_steps=100,
+                     progress=False)
+    np.testing.assert_array_equal(stopped.rates, whole.rates[:30])
+    np.testing.assert_array_equal(stopped.losses, whole.losses[:30])  # the same run, stopped
+
+
+def test_weight_decay_shrinks_the_matrices_toward_zero_and_leaves_the_vectors_alone():
+    params, loss_and_gradients, next_batch = encoder_memorising(0)
+    zero = lambda p, batch: (0.0, tree_map(np.zeros_like, p))  # noqa: E731: a loss whose gradient is 0
+    decayed, _ = fit(params, zero, next_batch, 5, learning_rate=0.1, weight_decay=0.5, progress=False)
+    w, w0 = decayed.layers[0].self_attention.w_q, params.layers[0].self_attention.w_q
+    np.testing.assert_allclose(w, w0 * 0.95**5)  # (1 - rate * lambda) per step, Adam's step being 0
+    np.testing.assert_array_equal(decayed.layers[0].self_attention.b_q, params.layers[0].self_attention.b_q)
+    with pytest.raises(ValueError, match="weight_decay must be a non-negative finite number"):
+        fit(params, zero, next_batch, 1, learning_rate=0.1, weight_decay=-1.0, progress=False)
+    with pytest.raises(ValueError, match="must be smaller than the schedule's 5 steps"):
+        fit(params, zero, next_batch, 5, warmup=5, peak_rate=0.1, progress=False)

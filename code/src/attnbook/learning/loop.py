@@ -32,15 +32,18 @@ from .optim import (
     check_gradients,
     check_learning_rate,
     clip_tree,
+    decay_weights,
     descend,
     global_norm,
     init_adam,
     noam,
+    warmup_cosine,
 )
 
 __all__ = ["History", "fit"]
 
 BETAS, EPS = (0.9, 0.98), 1e-9  # Adam as in Vaswani et al. (2017, section 5.3)
+COSINE_FLOOR = 0.1  # the cosine schedule ends at a tenth of its peak rate
 
 
 class History(NamedTuple):
@@ -72,7 +75,8 @@ class History(NamedTuple):
 
 def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | None = None, warmup: int = 4000,
         learning_rate: float | None = None, max_norm: float | None = 1.0, seed=0, progress: bool = True,
-        every: int = 1, optimiser: str = "adam", betas: tuple = BETAS, eps: float = EPS, on_step=None) -> tuple:
+        every: int = 1, optimiser: str = "adam", betas: tuple = BETAS, eps: float = EPS, on_step=None,
+        peak_rate: float | None = None, decay_steps: int | None = None, weight_decay: float | None = None) -> tuple:
     r"""Train ``params`` for ``n_steps`` steps of Adam (or SGD); returns ``(params, History)``.
 
     .. math:: g_s = \nabla L(\theta_{s-1}; \text{batch}_s), \quad
@@ -81,7 +85,8 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
               \eta_s = d_\text{model}^{-1/2} \min\left(s^{-1/2}, s\, w^{-3/2}\right)
 
     Adam uses by default the betas (0.9, 0.98) and epsilon 1e-9 of Vaswani et al. (2017); the rate follows
-    their schedule (:func:`attnbook.learning.optim.noam_rate`) unless ``learning_rate`` fixes it.
+    their schedule (:func:`attnbook.learning.optim.noam_rate`) unless ``learning_rate`` fixes it or ``peak_rate``
+    asks for a warm-up and a cosine decay (:func:`attnbook.learning.optim.warmup_cosine_rate`).
 
     Parameters
     ----------
@@ -115,6 +120,15 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
         Adam's epsilon.
     on_step : callable, optional
         ``on_step(step, params, loss)`` after every step (``step`` counts from 1), for checkpoints.
+    peak_rate : float, optional
+        Instead of the Noam schedule: ``warmup`` steps up to this rate, then a half cosine down to a tenth of
+        it at step ``decay_steps``.
+    decay_steps : int, optional
+        The length of the cosine schedule; default ``n_steps``. A run stopped early (fewer ``n_steps``) takes the
+        first steps of the whole run's schedule.
+    weight_decay : float, optional
+        ``lambda`` of decoupled weight decay (:func:`attnbook.learning.optim.decay_weights`, with Adam: AdamW):
+        after each step every weight matrix shrinks by ``1 - rate * lambda``.
 
     Returns
     -------
@@ -140,6 +154,11 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
     n_steps = check_positive_int(n_steps, "n_steps")
     if learning_rate is not None:
         learning_rate = check_learning_rate(learning_rate)
+    elif peak_rate is not None:
+        peak_rate, warmup = check_learning_rate(peak_rate), check_positive_int(warmup, "warmup")
+        decay_steps = n_steps if decay_steps is None else check_positive_int(decay_steps, "decay_steps")
+        if warmup >= decay_steps:
+            raise ValueError(f"warmup = {warmup} must be smaller than the schedule's {decay_steps} steps")
     elif d_model is None:
         raise ValueError("fit needs d_model (for the Noam schedule) or a constant learning_rate")
     else:
@@ -149,6 +168,9 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
                 or not (math.isfinite(max_norm) and max_norm > 0):
             raise ValueError(f"max_norm must be a positive finite number or None, got {max_norm!r}")
         max_norm = float(max_norm)
+    if weight_decay is not None and not (isinstance(weight_decay, (int, float)) and not isinstance(weight_decay, bool)
+                                         and math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a non-negative finite number or None, got {weight_decay!r}")
     if optimiser not in ("adam", "sgd"):
         raise ValueError(f"optimiser must be 'adam' or 'sgd', got {optimiser!r}")
     if on_step is not None and not callable(on_step):
@@ -170,11 +192,18 @@ def fit(params, loss_and_gradients, next_batch, n_steps: int, *, d_model: int | 
                 raise FloatingPointError(f"the loss is {loss} at step {index + 1}; lower the learning rate "
                                          "(or max_norm)")
             grads, norm = (grads, global_norm(grads)) if max_norm is None else clip_tree(grads, max_norm)
-            rate = learning_rate if learning_rate is not None else noam(index + 1, d_model, warmup)
+            if learning_rate is not None:
+                rate = learning_rate
+            elif peak_rate is not None:
+                rate = warmup_cosine(index + 1, peak_rate, warmup, decay_steps, COSINE_FLOOR)
+            else:
+                rate = noam(index + 1, d_model, warmup)
             if optimiser == "adam":
                 params, state = adam_update(params, grads, state, rate, *betas, eps)
             else:
                 params = descend(params, grads, rate)
+            if weight_decay:
+                params = decay_weights(params, rate * weight_decay)
             losses[index], grad_norms[index], rates[index] = loss, norm, rate
             seconds[index] = time.perf_counter() - start
             if on_step is not None:

@@ -26,11 +26,13 @@ __all__ = [
     "check_gradients",
     "check_learning_rate",
     "clip_by_global_norm",
+    "decay_weights",
     "init_adam",
     "noam_rate",
     "sgd_step",
     "tree_leaves",
     "tree_map",
+    "warmup_cosine_rate",
 ]
 
 
@@ -381,6 +383,95 @@ def noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     1.0
     """
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def warmup_cosine_rate(step: int, peak: float, warmup: int, n_steps: int, floor: float = 0.1) -> float:
+    r"""A linear warm-up to ``peak``, then a half cosine down to ``floor * peak`` at the last step.
+
+    .. math:: \eta(s) = \begin{cases} \eta_\text{max}\, s / w & s \le w \\
+              \eta_\text{max} \left(f + (1 - f)\, \tfrac{1}{2} \left(1 + \cos \pi \tfrac{s - w}{S - w}\right)\right)
+              & w < s \le S \end{cases}
+
+    The schedule of most language models since GPT-3 (Brown et al. 2020; Hoffmann et al. 2022): unlike
+    :func:`noam_rate`, it knows the run's length ``S`` and spends its last steps at small rates.
+
+    Parameters
+    ----------
+    step : int
+        The step, from 1.
+    peak : float
+        ``eta_max``, the rate at the end of the warm-up.
+    warmup, n_steps : int
+        ``w``, the steps of the warm-up; ``S``, the steps of the run (``w < S``).
+    floor : float
+        ``f``, the last rate as a fraction of ``peak``, in ``[0, 1]``.
+
+    Returns
+    -------
+    float
+        The learning rate at ``step``.
+
+    Examples
+    --------
+    >>> [round(warmup_cosine_rate(s, 1e-3, 10, 110), 6) for s in (5, 10, 60, 110)]
+    [0.0005, 0.001, 0.00055, 0.0001]
+    >>> warmup_cosine_rate(1, 1e-3, 10, 10)
+    Traceback (most recent call last):
+    ...
+    ValueError: warmup = 10 must be smaller than n_steps = 10
+    """
+    step, warmup, n_steps = (check_positive_int(v, name) for v, name in
+                             ((step, "step"), (warmup, "warmup"), (n_steps, "n_steps")))
+    if warmup >= n_steps:
+        raise ValueError(f"warmup = {warmup} must be smaller than n_steps = {n_steps}")
+    if not 0 <= floor <= 1:
+        raise ValueError(f"floor must be in [0, 1], got {floor!r}")
+    return warmup_cosine(step, _positive_number(peak, "peak"), warmup, n_steps, float(floor))
+
+
+def warmup_cosine(step: int, peak: float, warmup: int, n_steps: int, floor: float) -> float:
+    """Unchecked kernel of :func:`warmup_cosine_rate`.
+
+    >>> warmup_cosine(3, 1.0, 2, 3, 0.0)
+    0.0
+    """
+    if step <= warmup:
+        return peak * step / warmup
+    done = min(1.0, (step - warmup) / (n_steps - warmup))  # the fraction of the decay behind us
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * done)))
+
+
+def decay_weights(params, amount: float):
+    r"""Decoupled weight decay (Loshchilov and Hutter 2019): every matrix shrinks by the factor ``1 - amount``.
+
+    .. math:: W \leftarrow (1 - \eta \lambda)\, W \qquad \text{for every parameter with two or more axes}
+
+    After an Adam step this is AdamW: the decay does not pass through Adam's normalisation, so it pulls each
+    weight matrix toward 0 at the same rate whatever its gradient's scale. Vectors (norm gains, biases) are
+    left alone, as is usual.
+
+    Parameters
+    ----------
+    params : NamedTuple
+        The parameter tree.
+    amount : float
+        ``eta * lambda``: the learning rate times the decay, in ``[0, 1)``.
+
+    Returns
+    -------
+    NamedTuple
+        The decayed tree, each leaf in its own dtype.
+
+    Examples
+    --------
+    >>> from attnbook.learning.models.recall import RecallParameters
+    >>> p = decay_weights(RecallParameters(np.ones((2, 2)), np.ones(2), np.ones((2, 2)), np.ones(2)), 0.25)
+    >>> p.w_q.tolist(), p.w_k.tolist()
+    ([[0.75, 0.75], [0.75, 0.75]], [1.0, 1.0])
+    """
+    if not 0 <= amount < 1:
+        raise ValueError(f"amount must be in [0, 1), got {amount!r}")
+    return map_tree(lambda w: w * w.dtype.type(1 - amount) if np.ndim(w) >= 2 else w, params)
 
 
 def clip_by_global_norm(grads, max_norm: float) -> tuple:

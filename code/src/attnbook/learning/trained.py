@@ -8,7 +8,7 @@ GPT's held-out bits per character and its n-gram baseline's.
 ``python -m tools.train NAME`` stores the result with :func:`attnbook.learning.store.save_trained`.
 
 >>> sorted(STORED)
-['digits_vit', 'gpt', 'induction', 'induction_gated', 'reversal']
+['digits_vit', 'gpt', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..text.ngram import fit_ngram, ngram_bits_per_character
 from .digits import load_digits_split
 from .models import gpt, induction, induction_gated, scaffold, seq2seq, vit
 
-__all__ = ["STORED", "train"]
+__all__ = ["STORED", "gpt_run", "train"]
 
 
 def _reversal(seed: int, progress: bool, n_steps: int | None) -> tuple:
@@ -91,9 +91,32 @@ def _induction_gated(seed: int, progress: bool, n_steps: int | None) -> tuple:
     return params, record
 
 
-def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
-    config = gpt.GPTConfig()
-    params, record = scaffold.train(gpt.MODEL, config, seed, progress, n_steps)
+def gpt_run(config: gpt.GPTConfig, seed: int = 0, progress: bool = False, n_steps: int | None = None,
+            every: int | None = None) -> tuple:
+    """Train a GPT of ``config``; the record adds its n-gram baseline and, every ``every`` steps, a checkpoint.
+
+    The checkpoints hold the step, the operations of training so far (:func:`~.models.gpt.training_step_flops`)
+    and the held-out bits per character, for the curve of held-out bits against compute (``tools/gpt_scaling.py``).
+
+    >>> gpt_run(gpt.GPTConfig(n_steps=100, warmup=100, learning_rate=1e-3))
+    Traceback (most recent call last):
+    ...
+    ValueError: warmup = 100 must be smaller than the schedule's 100 steps
+    """
+    total = config.n_steps if n_steps is None else check_positive_int(n_steps, "n_steps")
+    checkpoints = {"step": [], "flops": [], "held_out_bits_per_character": []}
+    held = gpt.splits()[1]
+
+    def checkpoint(step: int, params) -> None:  # held-out bits per character against the compute spent so far
+        checkpoints["step"].append(step)
+        checkpoints["flops"].append(step * gpt.training_step_flops(config))
+        checkpoints["held_out_bits_per_character"].append(gpt.bits_per_character(params, held, config))
+
+    on_step = None if every is None else (lambda step, p, _: checkpoint(step, p) if step % every == 0 else None)
+    params, record = scaffold.train(gpt.MODEL, config, seed, progress, total, on_step=on_step)
+    if every is not None:
+        record["checkpoints"] = checkpoints
+        record["step_flops"] = gpt.training_step_flops(config)
     train, held_out = gpt.splits()
     baseline = fit_ngram(train, gpt.NGRAM_ORDER, len(gpt.vocabulary()), gpt.NGRAM_K)
     record["metrics"].update(final_loss=float(np.mean(record["losses"][-100:])),
@@ -104,9 +127,17 @@ def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
     return params, record
 
 
+def _gpt(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    return gpt_run(gpt.GPTConfig(), seed, progress, n_steps)
+
+
+def _gpt_wide(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    return gpt_run(gpt.WIDE, seed, progress, n_steps, every=1000)
+
+
 # name -> its run: (seed, progress, n_steps) -> (params, record)
 STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction, "induction_gated": _induction_gated,
-          "gpt": _gpt}
+          "gpt": _gpt, "gpt_wide": _gpt_wide}
 
 
 def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
@@ -141,7 +172,7 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     >>> train("gpt5")
     Traceback (most recent call last):
     ...
-    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'induction', 'induction_gated', 'reversal']
+    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
     """
     if name not in STORED:
         raise ValueError(f"no stored model {name!r}; the stored models are {sorted(STORED)}")

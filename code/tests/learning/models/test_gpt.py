@@ -160,3 +160,54 @@ def test_character_bits_refuse_an_offset_outside_the_window_and_a_short_text():
         gpt_character_bits(params, text[:SMALL.context], SMALL)
     with pytest.raises(ValueError, match="windows"):
         gpt.window_bits(params, text[None, :SMALL.context + 2], SMALL)  # one character too many
+
+
+@pytest.fixture(scope="module")
+def wide():
+    return gpt.load_gpt_wide()
+
+
+def test_the_wide_model_reproduces_its_record_and_its_checkpoints_count_the_compute_spent(wide):
+    params, config, record = wide
+    assert config == gpt.WIDE and params.embedding.dtype == np.float32
+    assert sum(leaf.nbytes for leaf in tree_leaves(params)) <= 4 * 2**20  # the weights stay under 4 MB
+    bpc = gpt.bits_per_character(params, splits()[1], config)
+    assert bpc == pytest.approx(record["metrics"]["held_out_bits_per_character"], rel=1e-9)
+    checkpoints = record["checkpoints"]
+    assert checkpoints["step"] == list(range(1000, config.n_steps + 1, 1000))
+    assert checkpoints["flops"] == [step * gpt.training_step_flops(config) for step in checkpoints["step"]]
+    assert checkpoints["held_out_bits_per_character"][-1] == pytest.approx(bpc, rel=1e-9)  # the last is the end
+
+
+def test_a_shortened_retraining_of_the_wide_model_takes_the_first_steps_of_its_schedule(wide):
+    _, config, record = wide
+    steps = 12
+    code = textwrap.dedent(f"""
+        import json
+        from attnbook.learning.models.gpt import MODEL, WIDE
+        from attnbook.learning.models.scaffold import train
+        _, record = train(MODEL, WIDE, seed={record["seed"]}, progress=False, n_steps={steps})
+        print(json.dumps(record["losses"]))
+    """)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    np.testing.assert_allclose(json.loads(result.stdout), record["losses"][:steps], rtol=1e-5)
+
+
+def test_the_scaling_record_holds_smaller_gpts_and_a_longer_wide_one_of_the_wide_recipe():
+    scaling = gpt.load_scaling()
+    wide_size = sum(leaf.size for leaf in tree_leaves(gpt.init_gpt(gpt.WIDE)))
+    for name, size in scaling["sizes"].items():
+        config = gpt.GPTConfig(**size["config"])
+        assert config._replace(d_model=gpt.WIDE.d_model, n_layers=gpt.WIDE.n_layers, n_heads=gpt.WIDE.n_heads,
+                               n_kv_heads=gpt.WIDE.n_kv_heads, d_ff=gpt.WIDE.d_ff,
+                               n_steps=gpt.WIDE.n_steps) == gpt.WIDE, name  # only the size and length differ
+        assert size["parameters"] == sum(leaf.size for leaf in tree_leaves(gpt.init_gpt(config)))
+        checkpoints = size["checkpoints"]
+        assert checkpoints["step"][-1] == config.n_steps
+        assert checkpoints["flops"] == [step * gpt.training_step_flops(config) for step in checkpoints["step"]]
+        assert checkpoints["held_out_bits_per_character"][-1] == size["metrics"]["held_out_bits_per_character"]
+        if name == "wide_long":
+            assert config == gpt.WIDE._replace(n_steps=3 * gpt.WIDE.n_steps)
+        else:
+            assert config.n_steps == scaling["steps"] == gpt.WIDE.n_steps and size["parameters"] < wide_size

@@ -19,6 +19,7 @@ characters drawn at random positions of the training split. Writing with it:
 
 from __future__ import annotations
 
+import json
 import math
 from typing import NamedTuple
 
@@ -33,10 +34,12 @@ from ..gradients import log_softmax, token_entropy
 from ..layers import tied_logits_vjp
 from ..modern_layers import rms_norm_vjp
 from ..optim import tree_map
+from ..store import trained_path
 from . import scaffold
 
 __all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
-           "gpt_forward", "init_gpt", "load_gpt", "training_step_flops", "window_bits"]
+           "gpt_forward", "init_gpt", "load_gpt", "load_gpt_wide", "load_scaling", "training_step_flops", "window_bits",
+           "WIDE"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -55,6 +58,11 @@ class GPTConfig(NamedTuple):
         Training: windows per batch, steps, warm-up steps of the Noam schedule.
     max_norm : float
         Gradients are clipped to this global norm.
+    learning_rate : float or None
+        None: the Noam schedule (rising for ``warmup`` steps, then falling as ``step^-1/2``). A number: a
+        warm-up to this rate and a cosine decay to a tenth of it at the last step.
+    weight_decay : float or None
+        Decoupled weight decay of every weight matrix (AdamW); None: none.
 
     Examples
     --------
@@ -72,6 +80,8 @@ class GPTConfig(NamedTuple):
     n_steps: int = 3000
     warmup: int = 200
     max_norm: float = 1.0
+    learning_rate: float | None = None
+    weight_decay: float | None = None
 
 
 class GPTParameters(NamedTuple):
@@ -382,10 +392,38 @@ MODEL = scaffold.Model(
     forward=lambda params, tokens, config: taped(params, tokens[:, :-1], config),
     loss=_next_character_loss, batch=draw,
     evaluate=lambda params, config: {"held_out_bits_per_character": bits_per_character(params, splits()[1], config)},
-    fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25},
+    fit_options=lambda c: {"d_model": c.d_model, "warmup": c.warmup, "max_norm": c.max_norm, "every": 25,
+                           "peak_rate": c.learning_rate, "decay_steps": c.n_steps, "weight_decay": c.weight_decay},
     layout=GPTParameters, check=_checked_config, dims=_dims,
 )
 
+#: the GPT that is trained longer and wider to beat the Kneser-Ney baseline (issue 40): 7.7x the stored model's
+#: parameters, a cosine schedule and weight decay, 12.3 M training characters (13 passes over the seven plays)
+WIDE = GPTConfig(d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=352, n_steps=6000, warmup=200,
+                 learning_rate=2e-3, weight_decay=0.1)
+WIDE_MODEL = MODEL._replace(name="gpt_wide")
+
+def load_scaling(directory=None) -> dict:
+    """The record of the scaling runs (``make scaling``, ``tools/gpt_scaling.py``): smaller GPTs with the wide recipe,
+    and the wide GPT trained three times as long (``wide_long``).
+
+    Returns
+    -------
+    dict
+        ``steps`` (of each run), ``every`` (steps between checkpoints) and ``sizes``: name -> the run's record,
+        with its ``config``, ``parameters``, ``metrics``, ``seconds`` and ``checkpoints`` (``step``, ``flops``,
+        ``held_out_bits_per_character``).
+
+    Examples
+    --------
+    >>> scaling = load_scaling()
+    >>> sorted(scaling["sizes"]), scaling["sizes"]["d64_2"]["config"]["d_model"]
+    (['d32_1', 'd64_2', 'd96_3', 'wide_long'], 64)
+    """
+    return json.loads(trained_path("gpt_scaling", ".json", directory).read_text())
+
+
 gpt_batch = scaffold.batcher(MODEL)  # (batch_size, context + 1) windows; the model reads [:, :-1], predicts [:, 1:]
 load_gpt = scaffold.loader(MODEL)  # (params, config, record) of data/trained/gpt, the params float32
+load_gpt_wide = scaffold.loader(WIDE_MODEL)  # the same of data/trained/gpt_wide
 
