@@ -32,6 +32,7 @@ MODELS: dict[str, str] = {
     "digits_vit": "vit",  # a tiny Vision Transformer on the 8 x 8 handwritten digits (issue #14)
     "induction": "induction",  # a two-layer decoder-only Transformer that forms an induction head (issue #14)
     "gpt": "gpt",  # a character-level GPT of today's shape on the Shakespeare corpus, in float32 (issue 27)
+    "gpt_draft": "gpt",  # the GPT's draft for speculative decoding: d_model 32, one block (issue 43)
 }
 
 # name -> the OpenBLAS kernels (OPENBLAS_CORETYPE) its stored weights were made with, and the CPU flag they need
@@ -40,6 +41,7 @@ KERNELS: dict[str, tuple[str, str]] = {
     "digits_vit": ("Haswell", "avx2"),
     "induction": ("Haswell", "avx2"),
     "gpt": ("SkylakeX", "avx512f"),
+    "gpt_draft": ("SkylakeX", "avx512f"),
 }
 
 

@@ -35,8 +35,9 @@ from ..modern_layers import rms_norm_vjp
 from ..optim import tree_map
 from . import scaffold
 
-__all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
-           "gpt_forward", "init_gpt", "load_gpt", "training_step_flops", "window_bits"]
+__all__ = ["DRAFT", "DRAFT_CONFIG", "MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters",
+           "bits_per_character", "gpt_batch", "gpt_forward", "init_gpt", "load_gpt", "load_gpt_draft",
+           "training_step_flops", "window_bits"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -389,3 +390,7 @@ MODEL = scaffold.Model(
 gpt_batch = scaffold.batcher(MODEL)  # (batch_size, context + 1) windows; the model reads [:, :-1], predicts [:, 1:]
 load_gpt = scaffold.loader(MODEL)  # (params, config, record) of data/trained/gpt, the params float32
 
+# The draft of speculative decoding (attnbook.learning.speculative): the same model, smaller, trained the same way
+DRAFT_CONFIG = GPTConfig(d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=88, n_steps=2000, warmup=100)
+DRAFT = MODEL._replace(name="gpt_draft")
+load_gpt_draft = scaffold.loader(DRAFT)  # (params, config, record) of data/trained/gpt_draft, the params float32
