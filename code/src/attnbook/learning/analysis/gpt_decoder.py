@@ -16,6 +16,7 @@ rolled back to the text kept (:func:`rollback`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -29,9 +30,9 @@ from ...validation import check_positive_int
 from ..characters import decode_chars, encode_chars, vocabulary
 from ..decoding import sample
 from ..models import gpt, scaffold
-from ..speculative import CachedModel, speculative_sample
+from ..speculative import CachedModel, speculative_sample, tempered
 
-__all__ = ["Cache", "Speculation", "generate", "speculative_generate"]
+__all__ = ["Cache", "Speculation", "continuation_probabilities", "generate", "speculative_generate"]
 
 
 class Cache(NamedTuple):
@@ -316,3 +317,54 @@ def speculative_generate(params: gpt.GPTParameters, config: gpt.GPTConfig, draft
                              read_prompt(params, config, ids[:-1]), read_prompt(draft_params, draft_config, ids[:-1]),
                              int(ids[-1]), n_new, gamma, temperature, seed)
     return Speculation(decode_chars(out.tokens), out.proposed, out.accepted, out.target_passes, out.draft_passes)
+
+
+def continuation_probabilities(params: gpt.GPTParameters, config: gpt.GPTConfig, prompt: str, k: int,
+                               temperature: float = 1.0) -> np.ndarray:
+    r"""The exact probability of every continuation of ``prompt`` by ``k`` characters, as sampling draws them.
+
+    .. math:: P(c_1, \dots, c_k) = \prod_{i=1}^{k} p_T(c_i \mid \text{prompt}, c_1, \dots, c_{i-1}),
+              \qquad p_T = \operatorname{softmax}(z / T)
+
+    One forward pass over the prompt followed by each of the :math:`V^{k-1}` possible first ``k - 1``
+    characters (:math:`V` = 76), so ``k`` is at most 3. What :func:`generate` and :func:`speculative_generate`
+    draw the first ``k`` new characters from; the sampling checks compare their counts with it.
+
+    Parameters
+    ----------
+    params, config : GPTParameters, GPTConfig
+        The model.
+    prompt : str
+        At least one character; the prompt and ``k - 1`` more must fit in ``config.context``.
+    k : int
+        Characters, 1 to 3.
+    temperature : float, optional
+        :math:`T \ge 0` (0: all the mass on the greedy continuation); default 1.
+
+    Returns
+    -------
+    ndarray
+        ``(V,) * k`` float64, summing to 1: entry ``[c_1, ..., c_k]`` the probability of those characters.
+
+    Examples
+    --------
+    >>> config = gpt.GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=16)
+    >>> joint = continuation_probabilities(gpt.init_gpt(config), config, "To be", 2)
+    >>> joint.shape, round(float(joint.sum()), 6)
+    ((76, 76), 1.0)
+    """
+    params, config = scaffold.check_model(gpt.MODEL, params, config)
+    ids = encode_chars(prompt)
+    k = check_positive_int(k, "k")
+    if k > 3:
+        raise ValueError(f"k must be 1, 2 or 3 (a pass over 76^(k - 1) texts), got {k}")
+    if len(ids) < 1 or len(ids) + k - 1 > config.context:
+        raise ValueError(f"the prompt ({len(ids)} characters) and k - 1 = {k - 1} must together fit in "
+                         f"config.context = {config.context}, with at least one character of prompt")
+    vocab = len(vocabulary())
+    firsts = np.array(list(itertools.product(range(vocab), repeat=k - 1)), dtype=np.int64).reshape(-1, k - 1)  # (V^(k-1), k - 1)
+    texts = np.concatenate([np.repeat(ids[None], len(firsts), axis=0), firsts], axis=1)  # (V^(k-1), P + k - 1)
+    logits = gpt.taped(params, texts, config)[0].logits[:, len(ids) - 1:]  # (V^(k-1), k, V): after the prompt
+    p = tempered(logits, temperature)  # (V^(k-1), k, V)
+    before = np.prod(np.take_along_axis(p[:, :-1], firsts[:, :, None], axis=-1)[..., 0], axis=1)  # (V^(k-1),)
+    return (before[:, None] * p[:, -1]).reshape((vocab,) * k)  # (V,) * k
