@@ -27,11 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..validation import as_float_array, check_positive_int, check_seed
-from .decoding import _check_callable, _check_positive_real
+from .decoding import check_callable, check_positive_real
 from .gradients import log_softmax
 
-__all__ = ["CachedModel", "SpeculativeOutput", "acceptance", "residual", "speculative_sample", "table_model",
-           "tempered"]
+__all__ = ["CachedModel", "SpeculativeOutput", "speculative_sample", "table_model"]
 
 
 class CachedModel(NamedTuple):
@@ -267,12 +266,12 @@ def speculative_sample(target: CachedModel, draft: CachedModel, target_cache, dr
     for model, name in ((target, "target"), (draft, "draft")):
         if not isinstance(model, CachedModel):
             raise TypeError(f"{name} must be a CachedModel(step, rollback), got {type(model).__name__}")
-        _check_callable(model.step, f"{name}.step")
-        _check_callable(model.rollback, f"{name}.rollback")
+        check_callable(model.step, f"{name}.step")
+        check_callable(model.rollback, f"{name}.rollback")
     last = check_positive_int(last, "last", 0)
     n_new = check_positive_int(n_new, "n_new")
     gamma = check_positive_int(gamma, "gamma")
-    temperature = _check_positive_real(temperature, "temperature", strict=False)
+    temperature = check_positive_real(temperature, "temperature", strict=False)
     rng = check_seed(seed)
     tokens, proposed, accepted, target_passes, draft_passes = [], 0, 0, 0, 0
     while len(tokens) < n_new:
