@@ -34,6 +34,7 @@ MODELS: dict[str, str] = {
     "induction_gated": "induction_gated",  # the same with a sigmoid gate on each head's output (issue 43, item 2)
     "gpt": "gpt",  # a character-level GPT of today's shape on the Shakespeare corpus, in float32 (issue 27)
     "gpt_wide": "gpt",  # the same, wider, deeper and trained longer: the GPT that is to beat Kneser-Ney (issue 40)
+    "gpt_draft": "gpt",  # the GPT's draft for speculative decoding: d_model 32, one block (issue 43)
 }
 
 # name -> the OpenBLAS kernels (OPENBLAS_CORETYPE) its stored weights were made with, and the CPU flag they need
@@ -44,6 +45,7 @@ KERNELS: dict[str, tuple[str, str]] = {
     "induction_gated": ("Haswell", "avx2"),  # the convention of the induction model it varies
     "gpt": ("SkylakeX", "avx512f"),
     "gpt_wide": ("SkylakeX", "avx512f"),
+    "gpt_draft": ("SkylakeX", "avx512f"),
 }
 
 

@@ -115,7 +115,8 @@ class BeamSearchOutput(NamedTuple):
 # --- the boundary ---------------------------------------------------------------------------------------
 
 
-def _check_callable(value, name: str):
+def check_callable(value, name: str):
+    """Unchecked kernel: the check of a model's function at the boundary (shared with :mod:`.speculative`)."""
     if not callable(value):
         raise TypeError(f"{name} must be a callable, got {type(value).__name__}")
     return value
@@ -125,7 +126,8 @@ def _check_tokens(bos, eos) -> tuple[int, int]:
     return check_positive_int(bos, "bos", 0), check_positive_int(eos, "eos", 0)
 
 
-def _check_positive_real(value, name: str, minimum: float = 0.0, strict: bool = True) -> float:
+def check_positive_real(value, name: str, minimum: float = 0.0, strict: bool = True) -> float:
+    """Unchecked kernel: the check of a real number above ``minimum`` (or at it, unless ``strict``), for the boundary."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
@@ -292,7 +294,7 @@ def greedy_decode(step: Step, state, batch_size: int, max_length: int, bos: int 
     >>> out.tokens.tolist(), np.exp(out.log_probs).round(2).tolist(), out.lengths.tolist()
     ([[3, 2], [3, 2]], [0.2, 0.2], [2, 2])
     """
-    step = _check_callable(step, "step")
+    step = check_callable(step, "step")
     batch_size = check_positive_int(batch_size, "batch_size")
     max_length = check_positive_int(max_length, "max_length")
     bos, eos = _check_tokens(bos, eos)
@@ -342,16 +344,16 @@ def sample(step: Step, state, batch_size: int, max_length: int, temperature: flo
     ...
     ValueError: temperature must be a finite number > 0.0, got 0; for temperature 0 use greedy_decode
     """
-    step = _check_callable(step, "step")
+    step = check_callable(step, "step")
     batch_size = check_positive_int(batch_size, "batch_size")
     max_length = check_positive_int(max_length, "max_length")
     try:
-        temperature = _check_positive_real(temperature, "temperature")
+        temperature = check_positive_real(temperature, "temperature")
     except ValueError as error:
         raise ValueError(f"{error}; for temperature 0 use greedy_decode") from None
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
-    if top_p is not None and not (_check_positive_real(top_p, "top_p") <= 1):
+    if top_p is not None and not (check_positive_real(top_p, "top_p") <= 1):
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     bos, eos = _check_tokens(bos, eos)
     rng = check_seed(seed)
@@ -394,7 +396,7 @@ def length_normalisation(length, alpha: float):
     >>> length_normalisation(1, 0.6), round(length_normalisation(7, 1.0), 4)
     (1.0, 2.0)
     """
-    alpha = _check_positive_real(alpha, "alpha", strict=False)
+    alpha = check_positive_real(alpha, "alpha", strict=False)
     lp = ((5.0 + np.asarray(length, dtype=np.float64)) / 6.0) ** alpha  # (shape of length)
     return float(lp) if lp.ndim == 0 else lp
 
@@ -443,12 +445,12 @@ def beam_search(step: Step, reorder: Reorder, state, max_length: int, beam_width
     >>> beam_search(step, lambda state, index: state, None, 4, beam_width=1).best.tokens.tolist()  # greedy
     [3, 2]
     """
-    step = _check_callable(step, "step")
-    reorder = _check_callable(reorder, "reorder")
+    step = check_callable(step, "step")
+    reorder = check_callable(reorder, "reorder")
     max_length = check_positive_int(max_length, "max_length")
     beam_width = check_positive_int(beam_width, "beam_width")
     bos, eos = _check_tokens(bos, eos)
-    alpha = _check_positive_real(length_penalty, "length_penalty", strict=False)
+    alpha = check_positive_real(length_penalty, "length_penalty", strict=False)
     return beam_kernel(step, reorder, state, max_length, beam_width, bos, eos, alpha)
 
 

@@ -4,11 +4,12 @@ Each run is :func:`attnbook.learning.models.scaffold.train` of the model, from s
 measurements of its analysis that the chapters quote from the record: the reversal model's greedy accuracy,
 cross-attention alignment and decoding speed; the Vision Transformer's position similarity by distance; the
 induction model's heads, ablations and emergence, measured on a probe batch during training too; the
-GPT's held-out bits per character and its n-gram baseline's.
+GPT's held-out bits per character and its n-gram baseline's; the GPT's draft (a smaller GPT, for speculative
+decoding) its held-out bits per character.
 ``python -m tools.train NAME`` stores the result with :func:`attnbook.learning.store.save_trained`.
 
 >>> sorted(STORED)
-['digits_vit', 'gpt', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
+['digits_vit', 'gpt', 'gpt_draft', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
 """
 
 from __future__ import annotations
@@ -135,9 +136,15 @@ def _gpt_wide(seed: int, progress: bool, n_steps: int | None) -> tuple:
     return gpt_run(gpt.WIDE, seed, progress, n_steps, every=1000)
 
 
+def _gpt_draft(seed: int, progress: bool, n_steps: int | None) -> tuple:
+    params, record = scaffold.train(gpt.DRAFT, gpt.DRAFT_CONFIG, seed, progress, n_steps)
+    record["metrics"].update(final_loss=float(np.mean(record["losses"][-100:])))
+    return params, record
+
+
 # name -> its run: (seed, progress, n_steps) -> (params, record)
 STORED = {"reversal": _reversal, "digits_vit": _vit, "induction": _induction, "induction_gated": _induction_gated,
-          "gpt": _gpt, "gpt_wide": _gpt_wide}
+          "gpt": _gpt, "gpt_wide": _gpt_wide, "gpt_draft": _gpt_draft}
 
 
 def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None = None) -> tuple:
@@ -149,8 +156,8 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     Parameters
     ----------
     name : str
-        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"``, ``"induction"``, ``"induction_gated"`` or
-        ``"gpt"``.
+        One of :data:`STORED`: ``"reversal"``, ``"digits_vit"``, ``"induction"``, ``"induction_gated"``,
+        ``"gpt"``, ``"gpt_wide"`` or ``"gpt_draft"``.
     seed : int, optional
         Seeds the parameters and the batches; default 0, the stored models'.
     progress : bool, optional
@@ -172,7 +179,7 @@ def train(name: str, seed: int = 0, progress: bool = True, n_steps: int | None =
     >>> train("gpt5")
     Traceback (most recent call last):
     ...
-    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
+    ValueError: no stored model 'gpt5'; the stored models are ['digits_vit', 'gpt', 'gpt_draft', 'gpt_wide', 'induction', 'induction_gated', 'reversal']
     """
     if name not in STORED:
         raise ValueError(f"no stored model {name!r}; the stored models are {sorted(STORED)}")

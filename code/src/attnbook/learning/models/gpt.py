@@ -37,9 +37,9 @@ from ..optim import tree_map
 from ..store import trained_path
 from . import scaffold
 
-__all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
-           "gpt_forward", "init_gpt", "load_gpt", "load_gpt_wide", "load_scaling", "training_step_flops", "window_bits",
-           "WIDE"]
+__all__ = ["DRAFT", "DRAFT_CONFIG", "MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "WIDE",
+           "bits_per_character", "gpt_batch", "gpt_forward", "init_gpt", "load_gpt", "load_gpt_draft", "load_gpt_wide",
+           "load_scaling", "training_step_flops", "window_bits"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -427,3 +427,7 @@ gpt_batch = scaffold.batcher(MODEL)  # (batch_size, context + 1) windows; the mo
 load_gpt = scaffold.loader(MODEL)  # (params, config, record) of data/trained/gpt, the params float32
 load_gpt_wide = scaffold.loader(WIDE_MODEL)  # the same of data/trained/gpt_wide
 
+# The draft of speculative decoding (attnbook.learning.speculative): the same model, smaller, trained the same way
+DRAFT_CONFIG = GPTConfig(d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=88, n_steps=2000, warmup=100)
+DRAFT = MODEL._replace(name="gpt_draft")
+load_gpt_draft = scaffold.loader(DRAFT)  # (params, config, record) of data/trained/gpt_draft, the params float32
