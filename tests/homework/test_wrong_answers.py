@@ -533,6 +533,35 @@ def _uniform_logsumexp(s):
     return flash_forward(s, identity, identity, scale=1.0).logsumexp, np.full_like(s, 1 / s.shape[1])
 
 
+def _absorbed_head(q_content, q_rope, latents, rope_keys, w_uk, w_uv, scale):
+    from attnbook import causal_mask, scaled_dot_product_attention
+
+    q = np.concatenate([q_content, q_rope], axis=1)  # (n, d_C + d_R)
+    k = np.concatenate([latents @ w_uk, rope_keys], axis=1)  # (n, d_C + d_R)
+    return q_content @ w_uk.T, scaled_dot_product_attention(q, k, latents @ w_uv, causal_mask(len(q)), scale).output
+
+
+def _absorbed_without_rotary(q_content, q_rope, latents, rope_keys, w_uk, w_uv):
+    zero = np.zeros_like(q_rope)
+    return _absorbed_head(q_content, zero, latents, zero, w_uk, w_uv, 1 / np.sqrt(q_content.shape[1] + q_rope.shape[1]))
+
+
+def _absorbed_content_scale(q_content, q_rope, latents, rope_keys, w_uk, w_uv):
+    return _absorbed_head(q_content, q_rope, latents, rope_keys, w_uk, w_uv, 1 / np.sqrt(q_content.shape[1]))
+
+
+def _sink_left_out(q, k, v, sink):
+    from attnbook import scaled_dot_product_attention
+
+    return tuple(scaled_dot_product_attention(q, k, v))
+
+
+def _gate_split_by_channel(x, w_gate, n_heads):
+    logits = np.asarray(x, dtype=float) @ np.asarray(w_gate, dtype=float)  # (n, d n_heads)
+    logits = logits.reshape(logits.shape[0], -1, n_heads).transpose(2, 0, 1)  # (n_heads, n, d): column c n_heads + h
+    return 1.0 / (1.0 + np.exp(-logits))
+
+
 def _smallest_k(logits, k):
     logits = np.asarray(logits, dtype=float)
     kth = np.sort(logits, axis=-1)[..., min(k, logits.shape[-1]) - 1:min(k, logits.shape[-1])]  # (..., 1)
@@ -578,6 +607,20 @@ PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
     },
     ("hw_long_context", "logsumexp", "my_logsumexp_weights"): {
         "uniform weights beside the right logsumexp (rows that sum to 1)": _uniform_logsumexp,
+    },
+    ("hw_cache_attention", "absorbed", "my_absorbed_head"): {
+        "the rotary part left out (causal, token 0 right, the right absorbed query)": _absorbed_without_rotary,
+        "scores divided by sqrt(d_C) (causal, token 0 right, the right absorbed query)": _absorbed_content_scale,
+    },
+    ("hw_cache_attention", "sink", "my_sink_attention"): {
+        "plain attention, the sink left out (rows that sum to 1, the output their mix of v)": _sink_left_out,
+    },
+    ("hw_cheaper_mixing", "delta-step", "my_delta_step"): {
+        "the linear write S + beta k v^T (right on an empty memory)":
+            lambda state, k, v, beta: np.asarray(state, dtype=float) + beta * np.outer(k, v),
+    },
+    ("hw_cheaper_mixing", "gate", "my_gate"): {
+        "the heads split channel by channel (values in (0, 1), the right shape)": _gate_split_by_channel,
     },
     ("hw_modern_block", "rms-norm", "my_rms_norm"): {
         "the sign of x (right on constant rows, not centred)": lambda x, gamma, eps=1e-6: np.sign(x) * gamma,

@@ -70,8 +70,25 @@ def test_a_box_kind_shows_in_its_outline_not_only_its_colour(pipeline):
 
 
 def test_two_diagrams_on_one_page_do_not_share_ids(pipeline):
-    first, second = (ElementTree.fromstring(pipeline.svg()) for _ in range(2))
+    other = Diagram(pipeline.title, pipeline.alt, columns=pipeline.columns, rows=pipeline.rows,
+                    boxes=dict(pipeline.boxes), arrows=pipeline.arrows[:-1], frames=list(pipeline.frames))
+    first, second = (ElementTree.fromstring(d.svg()) for d in (pipeline, other))  # one arrow apart
     assert first.find(f"{SVG}title").get("id") != second.find(f"{SVG}title").get("id")
+    translated = Diagram("一個頭的注意力", pipeline.alt, columns=pipeline.columns, rows=pipeline.rows,
+                         boxes=dict(pipeline.boxes), arrows=list(pipeline.arrows), frames=list(pipeline.frames))
+    assert ElementTree.fromstring(translated.svg()).find(f"{SVG}title").get("id") != first.find(f"{SVG}title").get("id")
+
+
+def test_drawing_another_diagram_first_does_not_change_a_diagrams_svg(pipeline):
+    before = pipeline.svg()
+    other = Diagram("Softmax", "The scores go through a softmax.", columns=2, rows=1)
+    other.array("s", "S", "(n_q, n_k)", 0, 0)
+    other.op("softmax", "softmax", 1, 0)
+    other.arrow("s", "softmax")
+    for _ in range(3):
+        other.svg()  # as the zh-Hant version of a figure, drawn in the same process
+    assert pipeline.svg() == before
+    assert pipeline.ident in before and other.ident not in before
 
 
 def test_the_pdf_is_a_vector_drawing_made_the_same_every_time(pipeline):

@@ -19,9 +19,9 @@ True
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
-import itertools
 import math
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -36,7 +36,6 @@ PALETTE = {"ink": ("--attn-dg-ink", "#1f2328"), "paper": ("--attn-dg-paper", "#f
            "array": ("--attn-dg-array", "#dcebfa"), "weight": ("--attn-dg-weight", "#fbe8cc"),
            "op": ("--attn-dg-op", "#eeeeee"), "mask": ("--attn-dg-mask", "#e6defa"),
            "result": ("--attn-dg-result", "#d9f2df")}
-_ids = itertools.count()
 
 
 def _ems(text: str) -> float:
@@ -204,9 +203,21 @@ class Diagram:
 
     # --- SVG --------------------------------------------------------------------------------------
 
+    @property
+    def ident(self) -> str:
+        """The prefix of the SVG's ids, from the diagram's content alone: two diagrams on a page differ in it.
+
+        A hash of the title, the alt text, the grid, the boxes, the arrows and the frames, so a diagram gets
+        the same ids whatever was drawn before it in the process (a notebook's outputs do not depend on the
+        order of the drawings, nor on the other language's version drawn beside it).
+        """
+        content = repr((self.title, self.alt, self.columns, self.rows, list(self.boxes.values()), self.arrows,
+                        self.frames))
+        return f"attn-dg-{hashlib.sha256(content.encode()).hexdigest()[:12]}"
+
     def svg(self) -> str:
         """The diagram as inline SVG, with its title and alt text for screen readers."""
-        ident = f"attn-dg-{next(_ids)}"
+        ident = self.ident
 
         def colour(name: str) -> str:
             variable, fallback = PALETTE[name]
