@@ -21,8 +21,9 @@ It measures, in one run, side by side:
    (benchmarks/torch_reversal.py, the same weights and computation, tested equal in
    code/tests/learning/test_seq2seq_torch.py) in float64, like with like, and in float32, PyTorch's usual
    dtype, for reference; PyTorch in a child process as in 4;
-6. GPT training throughput: characters per second of one training step of the stored character-level GPT
-   (attnbook.learning.models.gpt, its own configuration and batch) in float32, the dtype it trains in, against
+6. GPT training throughput: characters and counted GFLOP per second of one training step of the character-level
+   GPT (attnbook.learning.models.gpt; the stored model's size and a wider one, its batch) in float32, the dtype it
+   trains in, set against the float32 GEMM rate numpy's BLAS reaches in the same run, and against
    its PyTorch twin (benchmarks/torch_gpt.py, tested equal in float64 in
    code/tests/learning/models/test_gpt_torch.py) in float32, each in child processes of its own: on every
    usable core with its own threads (the package's two halves of the batch on one BLAS thread each, as
@@ -32,7 +33,9 @@ It measures, in one run, side by side:
    every layer's states and every head's weights returned) on a batch of 8 sentences of 32 tokens, against Hugging Face's BertModel on the same files (benchmarks/torch_minilm.py, tested equal in
    code/tests/pretrained/test_bert_transformers.py) in its default configuration (scaled dot-product attention)
    and with eager attention returning every layer's outputs, each side in child processes of its own, on every
-   usable core with its own threads and pinned to one core.
+   usable core with its own threads and pinned to one core;
+8. one decoding step's attention over a cache of 4096 tokens at DeepSeek-V3's sizes: multi-head latent attention in
+   its absorbed form against grouped-query attention with 8 key-value heads (cache bytes read, multiply-adds, time).
 
 Times are the minimum over interleaved repeats (the least disturbed run; the machine may be shared).
 It prints the machine and the figures, and writes them into the package
@@ -46,6 +49,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import platform
 import subprocess
@@ -60,11 +64,13 @@ import numpy as np
 from attnbook.efficient.batched import batched_attention
 from attnbook.efficient.tiled import tiled_attention
 from attnbook.learning.loop import BETAS, EPS
-from attnbook.learning.optim import adam_update, clip_tree, init_adam, noam
+from attnbook.learning.optim import adam_update, clip_tree, init_adam, noam, tree_leaves
 from attnbook.learning.models.scaffold import loss_and_gradients
 from attnbook.learning.models import gpt
 from attnbook.learning.models.seq2seq import MODEL, ReversalConfig, init_reversal
 from attnbook.learning.tasks import draw_reversal
+from attnbook.attention import scaled_dot_product_attention
+from attnbook.measure.counts import DEEPSEEK_V3, kv_cache_bytes_per_token
 from attnbook.measure.timing import benchmark_results_path, time_calls
 
 MIB = 2**20
@@ -369,9 +375,17 @@ def minilm_report(t: dict) -> list:
 # --- GPT training throughput -----------------------------------------------------------------------------
 
 
-def gpt_case() -> tuple:
-    """The stored GPT's configuration, its seeded float32 parameters and one training batch."""
-    config = gpt.GPTConfig()
+#: the GPT sizes the step is timed at: the stored model's, and a wider and deeper one (4x the parameters), the kind
+#: of size a GPT that beats Kneser-Ney needs (issue 40); both train on the stored model's batch of 16 x 128 characters
+GPT_SIZES = {"stored": gpt.GPTConfig(),
+             "wider": gpt.GPTConfig(d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=352)}
+GPT_GOALS = {"fraction_of_gemm_wider": 0.40, "package_over_torch": 1.5}  # issue 40, item 4
+GEMM_SIZES = (512, 1024, 2048)  # square float32 products: the machine's matrix-multiply rate is the best of them
+
+
+def gpt_case(size: str = "stored") -> tuple:
+    """The GPT at ``size`` (a key of GPT_SIZES), its seeded float32 parameters and one training batch."""
+    config = GPT_SIZES[size]
     return config, gpt.init_gpt(config, TRAINING_SEED), gpt.gpt_batch(np.random.default_rng(TRAINING_BATCH_SEED), config)
 
 
@@ -396,11 +410,11 @@ GPT_RUNS = {"package_float32": ("package", "all"), "torch_float32": ("torch", "a
             "package_float32_one_core": ("package", "one"), "torch_float32_one_core": ("torch", "one")}
 
 
-def gpt_worker(side: str, cores: str, repeats: int) -> None:
-    """Child process: time one side's GPT training step in float32, on every usable core or on one."""
+def gpt_worker(side: str, cores: str, size: str, repeats: int) -> None:
+    """Child process: time one side's GPT training step in float32 at ``size``, on every usable core or on one."""
     if cores == "one":
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the package then runs its batch in one piece
-    config, params, batch = gpt_case()
+    config, params, batch = gpt_case(size)
     if side == "torch":
         import torch
         import torch_gpt  # benchmarks/torch_gpt.py: this script's folder is on the path when run
@@ -416,25 +430,48 @@ def gpt_worker(side: str, cores: str, repeats: int) -> None:
                       "first_loss": first_loss}))
 
 
-def time_gpt(side: str, cores: str, repeats: int) -> dict:
+def time_gpt(side: str, cores: str, size: str, repeats: int) -> dict:
     """:func:`gpt_worker` in a child process; the package's with one BLAS thread (its own two do the work)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if side == "package" else None
-    done = subprocess.run([sys.executable, __file__, "--gpt-worker", side, "--cores", cores, "--repeats",
-                           str(repeats)], capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run([sys.executable, __file__, "--gpt-worker", side, "--cores", cores, "--size", size,
+                           "--repeats", str(repeats)], capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def bench_gpt_training(repeats: int) -> dict:
-    """Characters per step and per second of the GPT's training step: the package and its twin, float32."""
-    config, _, _ = gpt_case()
+def gemm_worker(cores: str, repeats: int) -> None:
+    """Child process: the float32 matrix-multiply rate (GFLOP/s, 2 m^3 operations a product) of numpy's BLAS."""
+    if cores == "one":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    rates = {}
+    for m in GEMM_SIZES:
+        a, b, _ = inputs((m, m), seed=m)  # each (m, m)
+        seconds = time_calls([lambda: a @ b], repeats=repeats, statistic="min", clock="wall")[0]
+        rates[str(m)] = 2 * m**3 / float(seconds) / 1e9
+    print(json.dumps({"blas_threads": blas_threads(), "gflops_per_second": rates}))
+
+
+def time_gemm(cores: str, repeats: int) -> dict:
+    """:func:`gemm_worker` in a child process: every core with BLAS's own threads, or one core and one thread."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if cores == "one" else None
+    done = subprocess.run([sys.executable, __file__, "--gemm-worker", "--cores", cores, "--repeats", str(repeats)],
+                          capture_output=True, text=True, check=True, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_gpt_size(size: str, gemm: dict, repeats: int) -> dict:
+    """One size's step: seconds, characters and GFLOP/s of each run, and the share of the GEMM rate they reach."""
+    config, _, _ = gpt_case(size)
     sides = ("package", "torch") if torch_version() is not None else ("package",)
-    reports = {key: time_gpt(side, cores, repeats) for key, (side, cores) in GPT_RUNS.items() if side in sides}
+    reports = {key: time_gpt(side, cores, size, repeats) for key, (side, cores) in GPT_RUNS.items() if side in sides}
     seconds = {key: report["seconds_per_step"] for key, report in reports.items()}
+    flops = gpt.training_step_flops(config)
     first_loss = reports["package_float32"]["first_loss"]
     result = {
-        "model": "attnbook.learning.models.gpt character-level GPT (GPTConfig(), the stored model's)",
-        "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
-        "characters_per_step": int(config.batch_size * config.context), "dtype": "float32",
+        "config": {field: getattr(config, field) for field in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff",
+                                                                 "context", "batch_size")},
+        "parameters": int(sum(leaf.size for leaf in tree_leaves(gpt_case(size)[1]))),
+        "characters_per_step": int(config.batch_size * config.context),
+        "flops_per_step": flops,  # attnbook.learning.models.gpt.training_step_flops: matrix products, both passes
         "package_threads": reports["package_float32"]["threads"],
         "numpy_blas_threads": reports["package_float32"]["blas_threads"], "torch_threads": None,
         "load_average_1min": load_average(), "first_loss": round(first_loss, 6),
@@ -445,6 +482,10 @@ def bench_gpt_training(repeats: int) -> dict:
                                                           rtol=1e-4, atol=0))
     result["seconds_per_step"] = {key: round(t, 6) for key, t in seconds.items()}
     result["characters_per_second"] = {key: round(result["characters_per_step"] / t, 1) for key, t in seconds.items()}
+    result["gflops_per_second"] = {key: round(flops / t / 1e9, 2) for key, t in seconds.items()}
+    result["fraction_of_gemm"] = {  # against the GEMM rate on the same cores: every core, or the one it is pinned to
+        key: round(flops / t / 1e9 / gemm["one_core" if key.endswith("one_core") else "all_cores"], 3)
+        for key, t in seconds.items()}
     if "torch_float32" in seconds:
         result["torch_over_package"] = round(seconds["package_float32"] / seconds["torch_float32"], 3)
         result["torch_over_package_one_core"] = round(
@@ -452,18 +493,129 @@ def bench_gpt_training(repeats: int) -> dict:
     return result
 
 
+def bench_gpt_training(repeats: int) -> dict:
+    """The GPT's training step at each of GPT_SIZES (the package and its twin, float32) against the GEMM rate."""
+    gemm_runs = {cores: time_gemm(cores, repeats) for cores in ("all", "one")}
+    gemm = {"all_cores": round(max(gemm_runs["all"]["gflops_per_second"].values()), 2),
+            "one_core": round(max(gemm_runs["one"]["gflops_per_second"].values()), 2)}
+    result = {
+        "model": "attnbook.learning.models.gpt character-level GPT (GPTConfig(): the stored model's; and wider)",
+        "step": "forward, backward, clipping to the global norm, Adam at the Noam rate (attnbook.learning.loop.fit)",
+        "dtype": "float32",
+        "gemm_gflops_per_second": gemm,  # the best of GEMM_SIZES: the matrix-multiply rate numpy's BLAS reaches here
+        "gemm_by_size": {cores: {m: round(rate, 2) for m, rate in run["gflops_per_second"].items()}
+                         for cores, run in gemm_runs.items()},
+        "gemm_blas_threads": gemm_runs["all"]["blas_threads"],
+        "sizes": {size: bench_gpt_size(size, gemm, repeats) for size in GPT_SIZES},
+        "goals": dict(GPT_GOALS),
+    }
+    wider = result["sizes"]["wider"]
+    result["goals"]["fraction_of_gemm_wider_met"] = wider["fraction_of_gemm"]["package_float32"] >= \
+        GPT_GOALS["fraction_of_gemm_wider"]
+    if "torch_over_package" in wider:
+        result["goals"]["package_over_torch_met"] = {size: case["torch_over_package"] <= GPT_GOALS["package_over_torch"]
+                                                     for size, case in result["sizes"].items()}
+    return result
+
+
 def gpt_report(t: dict) -> list:
-    threads = f"PyTorch {t['torch_threads']} threads" if t["torch_threads"] else "PyTorch not installed"
-    lines = [f"6. training throughput, character-level GPT: one step = forward + backward + clipping + Adam, float32;"
-             f" the package {t['package_threads']} threads on BLAS {t['numpy_blas_threads']} thread(s), {threads}"
-             f" (child processes; *_one_core: pinned to one core, PyTorch 1 thread);"
-             f" {t['characters_per_step']} characters a step; load average {t['load_average_1min']}"]
-    for key, seconds in t["seconds_per_step"].items():
-        per_second = t["characters_per_second"][key]
-        lines.append(f"    {key:25s} {seconds * 1e3:8.2f} ms/step  {per_second:10.0f} characters/s")
-    if "torch_over_package" in t:
-        lines.append(f"    torch / package throughput in float32: {t['torch_over_package']:.2f} on every core, "
-                     f"{t['torch_over_package_one_core']:.2f} on one    (losses agree: {t['torch_matches_package']})")
+    gemm = t["gemm_gflops_per_second"]
+    lines = [f"6. training step of the character-level GPT: forward + backward + clipping + Adam, float32"
+             f" (child processes; *_one_core: pinned to one core, one thread); float32 GEMM rate of numpy's BLAS"
+             f" here: {gemm['all_cores']:.1f} GFLOP/s on every core, {gemm['one_core']:.1f} on one"]
+    for size, case in t["sizes"].items():
+        c = case["config"]
+        threads = f"PyTorch {case['torch_threads']} threads" if case["torch_threads"] else "PyTorch not installed"
+        lines.append(f"  {size}: d_model {c['d_model']}, {c['n_layers']} layers, {c['n_heads']} heads"
+                     f" ({c['n_kv_heads']} kv), d_ff {c['d_ff']}, {case['parameters']:,} parameters;"
+                     f" {case['characters_per_step']} characters and {case['flops_per_step'] / 1e9:.2f} GFLOP a step;"
+                     f" the package {case['package_threads']} threads, {threads}; load average"
+                     f" {case['load_average_1min']}")
+        for key, seconds in case["seconds_per_step"].items():
+            lines.append(f"    {key:25s} {seconds * 1e3:8.2f} ms/step  {case['characters_per_second'][key]:10.0f}"
+                         f" characters/s  {case['gflops_per_second'][key]:7.2f} GFLOP/s"
+                         f"  ({100 * case['fraction_of_gemm'][key]:.0f} % of the GEMM rate)")
+        if "torch_over_package" in case:
+            lines.append(f"    package / torch time: {case['torch_over_package']:.2f} on every core, "
+                         f"{case['torch_over_package_one_core']:.2f} on one (goal <= {t['goals']['package_over_torch']})"
+                         f"    (losses agree: {case['torch_matches_package']})")
+    met = "met" if t["goals"]["fraction_of_gemm_wider_met"] else "not met"
+    lines.append(f"  goal: the package at the wider size >= {100 * t['goals']['fraction_of_gemm_wider']:.0f} % of the"
+                 f" GEMM rate: {met}")
+    return lines
+
+
+# --- a decoding step: latent attention against grouped-query attention -----------------------------------
+
+DECODE_CONTEXT = 4096  # tokens in the cache when the new token is decoded
+DECODE_GQA_KV_HEADS = 8  # grouped-query attention with DeepSeek-V3's heads, 8 key-value heads (16 queries each)
+
+
+def decode_cases() -> dict:
+    """One new token's attention over a cache of DECODE_CONTEXT tokens, one layer, float32, DeepSeek-V3's sizes.
+
+    ``gqa``: 8 key-value heads of keys ``d_nope + d_rope`` and values ``d_v`` wide, 16 query heads on each;
+    ``mla``: the absorbed form of :func:`attnbook.recent.latent.absorbed_latent_attention`, every head's query
+    ``kv_rank + d_rope`` wide against the one cached latent and rotary key, the latent as the value.
+    Returns ``{kind: (q, k, v, cache numbers per token)}``.
+    """
+    v3, t = DEEPSEEK_V3, DECODE_CONTEXT
+    h, h_kv, d_k = v3["n_heads"], DECODE_GQA_KV_HEADS, v3["d_nope"] + v3["d_rope"]
+    rng = np.random.default_rng(4)
+
+    def normal(*shape):
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    return {
+        "gqa": (normal(h_kv, h // h_kv, d_k), normal(h_kv, t, d_k), normal(h_kv, t, v3["d_v"]),  # (h_kv, g, d_k), ..
+                h_kv * (d_k + v3["d_v"])),
+        "mla": (normal(1, h, v3["kv_rank"] + v3["d_rope"]), normal(1, t, v3["kv_rank"] + v3["d_rope"]),
+                normal(1, t, v3["kv_rank"]), v3["kv_rank"] + v3["d_rope"]),  # (1, h, r + d_R), (1, t, ..), (1, t, r)
+    }
+
+
+def bench_decode(repeats: int) -> dict:
+    """Seconds, cache bytes read and multiply-adds of one decoding step's attention, MLA (absorbed) and GQA."""
+    cases = decode_cases()
+    kernel = scaled_dot_product_attention.unchecked  # the reference kernel both layers of the package call
+    v3 = DEEPSEEK_V3
+    scale = 1 / math.sqrt(v3["d_nope"] + v3["d_rope"])  # both: MLA's absorbed scores are the plain form's
+    seconds = min_times({kind: (lambda q=q, k=k, v=v: kernel(q, k, v, None, scale))
+                         for kind, (q, k, v, _) in cases.items()}, repeats)
+    cache_bytes = {  # attnbook.measure.counts.kv_cache_bytes_per_token, one layer, float32, times the context
+        "gqa": DECODE_CONTEXT * kv_cache_bytes_per_token("gqa", 1, v3["d_nope"] + v3["d_rope"], v3["d_v"], v3["n_heads"],
+                                                         n_kv_heads=DECODE_GQA_KV_HEADS, bytes_per_number=4),
+        "mla": DECODE_CONTEXT * kv_cache_bytes_per_token("mla", 1, v3["d_nope"] + v3["d_rope"], v3["d_v"], kv_rank=v3["kv_rank"], d_rope=v3["d_rope"],
+                                                         bytes_per_number=4)}
+    result = {"context": DECODE_CONTEXT, "dtype": "float32", "layers": 1, "batch": 1,
+              "sizes": "DeepSeek-V3's: 128 query heads, keys 128 + 64, values 128; GQA with 8 key-value heads; "
+                       "MLA latent 512 + rotary key 64", "load_average_1min": load_average(), "cases": {}}
+    for kind, (q, k, v, per_token) in cases.items():
+        assert cache_bytes[kind] == k.size * 4 + (v.size * 4 if kind == "gqa" else 0)  # MLA's value is its key's latent
+        macs = q.shape[0] * q.shape[1] * k.shape[1] * (k.shape[2] + v.shape[2])  # scores and weighted sum
+        result["cases"][kind] = {
+            "cache_numbers_per_token": per_token, "cache_bytes_read": cache_bytes[kind], "multiply_adds": macs,
+            "seconds": round(seconds[kind], 6),
+            "gb_per_second": round(cache_bytes[kind] / seconds[kind] / 1e9, 2),
+            "gflops_per_second": round(2 * macs / seconds[kind] / 1e9, 2),
+        }
+    gqa, mla = result["cases"]["gqa"], result["cases"]["mla"]
+    result["mla_over_gqa"] = {"cache_bytes": round(mla["cache_bytes_read"] / gqa["cache_bytes_read"], 3),
+                              "multiply_adds": round(mla["multiply_adds"] / gqa["multiply_adds"], 3),
+                              "seconds": round(mla["seconds"] / gqa["seconds"], 3)}
+    return result
+
+
+def decode_report(t: dict) -> list:
+    lines = [f"8. one decoding step's attention over a cache of {t['context']} tokens, one layer, {t['dtype']}"
+             f" ({t['sizes']}); load average {t['load_average_1min']}"]
+    for kind, case in t["cases"].items():
+        lines.append(f"    {kind}  cache {case['cache_bytes_read'] / MIB:6.1f} MiB read, {case['multiply_adds'] / 1e6:7.1f}"
+                     f" M multiply-adds, {case['seconds'] * 1e3:7.2f} ms ({case['gb_per_second']:.1f} GB/s,"
+                     f" {case['gflops_per_second']:.1f} GFLOP/s)")
+    r = t["mla_over_gqa"]
+    lines.append(f"    MLA / GQA: {r['cache_bytes']:.2f} of the bytes, {r['multiply_adds']:.2f} of the multiply-adds,"
+                 f" {r['seconds']:.2f} of the time")
     return lines
 
 
@@ -642,6 +794,8 @@ def report(results: dict) -> str:
         lines += ["", *gpt_report(results["gpt_training_throughput"])]
     if "pretrained_forward" in results:
         lines += ["", *minilm_report(results["pretrained_forward"])]
+    if "decoding_step" in results:
+        lines += ["", *decode_report(results["decoding_step"])]
     return "\n".join(lines)
 
 
@@ -674,11 +828,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output", type=Path, default=benchmark_results_path(),
                         help="where to write the JSON (default: the package's copy, which the book reads)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test of this script")
-    parser.add_argument("--only", choices=["training", "gpt", "pretrained"],
+    parser.add_argument("--only", choices=["training", "gpt", "pretrained", "decode"],
                         help="run only this section and update it in the existing JSON (the others are kept)")
     parser.add_argument("--torch-worker", type=Path, help=argparse.SUPPRESS)  # internal: the PyTorch child
     parser.add_argument("--training-worker", action="store_true", help=argparse.SUPPRESS)  # internal: its twin
     parser.add_argument("--gpt-worker", choices=["package", "torch"], help=argparse.SUPPRESS)  # internal: GPT step
+    parser.add_argument("--size", choices=sorted(GPT_SIZES), default="stored", help=argparse.SUPPRESS)
+    parser.add_argument("--gemm-worker", action="store_true", help=argparse.SUPPRESS)  # internal: the GEMM rate
     parser.add_argument("--minilm-worker", choices=sorted({side for side, _ in MINILM_RUNS.values()}),
                         help=argparse.SUPPRESS)  # internal: the pretrained model's forward pass
     parser.add_argument("--cores", choices=["all", "one"], default="all", help=argparse.SUPPRESS)
@@ -690,7 +846,10 @@ def main(argv: list[str]) -> int:
         training_worker(args.repeats)
         return 0
     if args.gpt_worker:
-        gpt_worker(args.gpt_worker, args.cores, args.repeats)
+        gpt_worker(args.gpt_worker, args.cores, args.size, args.repeats)
+        return 0
+    if args.gemm_worker:
+        gemm_worker(args.cores, args.repeats)
         return 0
     if args.minilm_worker:
         minilm_worker(args.minilm_worker, args.cores, args.repeats)
@@ -705,6 +864,9 @@ def main(argv: list[str]) -> int:
         elif args.only == "gpt":
             results["gpt_training_throughput"] = bench_gpt_training(repeats)
             print("\n".join(gpt_report(results["gpt_training_throughput"])))
+        elif args.only == "decode":
+            results["decoding_step"] = bench_decode(repeats)
+            print("\n".join(decode_report(results["decoding_step"])))
         else:
             results["pretrained_forward"] = bench_minilm(repeats)
             print("\n".join(minilm_report(results["pretrained_forward"])))
@@ -719,6 +881,7 @@ def main(argv: list[str]) -> int:
     results["training_throughput"] = bench_training(repeats)
     results["gpt_training_throughput"] = bench_gpt_training(repeats)
     results["pretrained_forward"] = bench_minilm(repeats)
+    results["decoding_step"] = bench_decode(repeats)
     results["goals"] = {
         "plain_over_matmul": GOALS["plain_over_matmul"],
         "plain_over_matmul_met": results["plain_vs_matmul"]["plain_over_matmul"] <= GOALS["plain_over_matmul"],

@@ -1,10 +1,12 @@
 """The cache bytes per token of attnbook.measure.counts against the caches themselves: the package's latent cache and
-the one DeepseekV3Attention of transformers fills, and DeepSeek-V3's sizes against transformers' configuration."""
+the one DeepseekV3Attention of transformers fills, and DeepSeek-V3's sizes against transformers' configuration; the
+hybrid cache of full and delta-rule layers against the delta rule's memory, and Qwen3-Next's sizes."""
 
 import numpy as np
 import pytest
 
-from attnbook.measure.counts import CACHE_KINDS, DEEPSEEK_V3, kv_cache_bytes_per_token
+from attnbook.measure.counts import CACHE_KINDS, DEEPSEEK_V3, QWEN3_NEXT, hybrid_cache_bytes, kv_cache_bytes_per_token
+from attnbook.recent.delta import delta_rule_recurrent
 from attnbook.recent.latent import init_latent_attention, latent_attention
 
 from .conftest import torch
@@ -63,3 +65,53 @@ def test_kinds_and_missing_sizes_are_refused_naming_them():
         kv_cache_bytes_per_token("mla", **V3, kv_rank=512)
     with pytest.raises(ValueError, match="does not divide"):
         kv_cache_bytes_per_token("gqa", **V3, n_kv_heads=7)
+
+
+@pytest.mark.transformers
+def test_qwen3_next_sizes_are_those_of_transformers_configuration():
+    from transformers import Qwen3NextConfig
+
+    config = Qwen3NextConfig()
+    full = [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
+    assert full == list(range(QWEN3_NEXT["full_every"] - 1, config.num_hidden_layers, QWEN3_NEXT["full_every"]))
+    assert QWEN3_NEXT == {"n_layers": config.num_hidden_layers, "full_every": QWEN3_NEXT["full_every"],
+                          "n_kv_heads": config.num_key_value_heads, "d_head": config.head_dim,
+                          "n_k_heads": config.linear_num_key_heads, "n_v_heads": config.linear_num_value_heads,
+                          "d_k": config.linear_key_head_dim, "d_v": config.linear_value_head_dim,
+                          "kernel": config.linear_conv_kernel_dim}
+
+
+HYBRID = dict(n_layers=8, n_kv_heads=2, d_head=4, n_k_heads=1, n_v_heads=3, d_k=5, d_v=2, bytes_per_number=8)
+
+
+def test_a_linear_layer_caches_the_delta_rules_memory_whatever_the_length():
+    rng = np.random.default_rng(0)
+    for n in (1, 9):
+        q, k = rng.standard_normal((2, 3, n, 5))  # (v heads, n, d_k): one memory per value head
+        memory = delta_rule_recurrent(q, k, rng.standard_normal((3, n, 2)), np.full((3, n), 0.5)).state  # (3, 5, 2)
+        sizes = dict(HYBRID, n_layers=2)
+        assert hybrid_cache_bytes(n, full_every=2, **sizes) - 2 * n * 2 * 4 * 8 == memory.nbytes
+
+
+def test_full_attention_in_every_layer_is_the_grouped_query_cache():
+    per_token = kv_cache_bytes_per_token("gqa", n_layers=8, d_k=4, d_v=4, n_heads=4, n_kv_heads=2, bytes_per_number=8)
+    assert [hybrid_cache_bytes(t, full_every=1, **HYBRID) for t in (0, 1, 100)] == [0, per_token, 100 * per_token]
+
+
+def test_one_full_layer_in_four_grows_a_quarter_as_fast_from_a_fixed_start():
+    full = [hybrid_cache_bytes(t, full_every=1, **HYBRID) for t in (10, 11)]
+    hybrid = [hybrid_cache_bytes(t, full_every=4, **HYBRID) for t in (10, 11)]
+    assert 4 * (hybrid[1] - hybrid[0]) == full[1] - full[0]
+    assert hybrid_cache_bytes(0, full_every=4, **HYBRID) == 6 * 3 * 5 * 2 * 8  # six memories, nothing per token
+    convolution = hybrid_cache_bytes(0, full_every=4, **HYBRID, kernel=4) - hybrid_cache_bytes(0, 8, 4, **{
+        k: v for k, v in HYBRID.items() if k != "n_layers"})
+    assert convolution == 6 * 3 * (2 * 1 * 5 + 3 * 2) * 8  # kernel 4: three inputs per channel of q, k and v
+
+
+def test_hybrid_sizes_are_refused_naming_them():
+    with pytest.raises(ValueError, match="full_every = 9 must be at most n_layers = 8"):
+        hybrid_cache_bytes(1, full_every=9, **HYBRID)
+    with pytest.raises(ValueError, match="n_tokens"):
+        hybrid_cache_bytes(-1, full_every=4, **HYBRID)
+    with pytest.raises(ValueError, match="kernel"):
+        hybrid_cache_bytes(1, full_every=4, **HYBRID, kernel=0)

@@ -10,8 +10,10 @@ import pytest
 from attnbook.recent.delta import (
     GatedDeltaNetWeights,
     KimiDeltaWeights,
+    MEMORY_RULES,
     delta_rule_chunked,
     delta_rule_recurrent,
+    fast_weight_memory,
     gated_deltanet,
     kimi_delta_attention,
     l2_normalize,
@@ -162,3 +164,44 @@ def test_the_kimi_delta_attention_layer_equals_kimi_linear_delta_attention_in_fl
         expected = array(module(torch.tensor(x)))
     ours = kimi_delta_attention(x, weights, n_heads, chunk_size=4, eps=config.rms_norm_eps)
     assert np.max(np.abs(ours - expected)) <= 1e-10
+
+
+def test_with_orthonormal_keys_both_memories_recall_every_value_exactly():
+    rng = np.random.default_rng(3)
+    keys = np.linalg.qr(rng.standard_normal((6, 6)))[0][:5]  # (5, 6): orthonormal rows
+    values = rng.standard_normal((5, 4))  # (n, d_v)
+    for rule in MEMORY_RULES:
+        np.testing.assert_allclose(keys @ fast_weight_memory(keys, values, rule), values, atol=1e-12)
+
+
+def test_plain_linear_memory_mixes_values_of_keys_that_are_not_orthogonal_and_the_delta_rule_keeps_the_last():
+    rng = np.random.default_rng(4)
+    keys = l2_normalize(rng.standard_normal((5, 6)), eps=0.0)  # (5, 6): unit, not orthogonal
+    values = rng.standard_normal((5, 4))
+    assert not np.allclose(keys @ fast_weight_memory(keys, values, "linear"), values, atol=1e-3)
+    np.testing.assert_allclose(keys[-1] @ fast_weight_memory(keys, values, "delta"), values[-1], atol=1e-12)
+
+
+def test_a_rewritten_key_returns_its_latest_value_under_the_delta_rule_and_the_sum_under_the_plain_rule():
+    rng = np.random.default_rng(5)
+    keys = np.linalg.qr(rng.standard_normal((4, 4)))[0][[0, 1, 2, 0]]  # (4, 4): key 0 written again last
+    values = rng.standard_normal((4, 3))
+    np.testing.assert_allclose(keys[0] @ fast_weight_memory(keys, values, "delta"), values[3], atol=1e-12)
+    np.testing.assert_allclose(keys[0] @ fast_weight_memory(keys, values, "linear"), values[0] + values[3], atol=1e-12)
+    np.testing.assert_allclose(keys[1:3] @ fast_weight_memory(keys, values, "delta"), values[1:3], atol=1e-12)
+
+
+def test_the_delta_memory_is_the_state_of_the_delta_rule_with_a_constant_beta():
+    rng = np.random.default_rng(6)
+    keys, values = l2_normalize(rng.standard_normal((9, 4))), rng.standard_normal((9, 2))
+    state = delta_rule_recurrent(keys, keys, values, np.full(9, 0.3)).state  # (d_k, d_v)
+    np.testing.assert_allclose(fast_weight_memory(keys, values, "delta", beta=0.3), state, atol=1e-14)
+
+
+def test_memory_arguments_are_refused_naming_them():
+    with pytest.raises(ValueError, match="rule must be one of"):
+        fast_weight_memory(np.eye(2), np.eye(2), "hebb")
+    with pytest.raises(ValueError, match="beta must be a number in"):
+        fast_weight_memory(np.eye(2), np.eye(2), beta=0.0)
+    with pytest.raises(ValueError, match="one pair per row"):
+        fast_weight_memory(np.eye(2), np.eye(3))

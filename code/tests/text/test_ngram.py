@@ -13,6 +13,7 @@ from attnbook.text.ngram import (
     fit_ngram,
     kneser_ney_distribution,
     ngram_bits_per_character,
+    ngram_character_bits,
     ngram_coverage,
     ngram_probability,
 )
@@ -36,6 +37,19 @@ def test_an_unseen_context_is_uniform_and_bits_are_the_mean_of_minus_log2():
     assert ngram_probability(model, [2], 1) == pytest.approx(1 / 3)
     p = [ngram_probability(model, [0], 1), ngram_probability(model, [1], 2)]
     assert ngram_bits_per_character(model, [0, 1, 2]) == pytest.approx(-np.mean(np.log2(p)))
+
+
+def test_character_bits_are_minus_log2_of_each_characters_probability_for_both_models():
+    rng = np.random.default_rng(1)
+    train, text, V = rng.integers(0, 4, 200), rng.integers(0, 4, 30), 4
+    add_k, kn = fit_ngram(train, 3, V, k=0.2), fit_kneser_ney(train, 3, V)
+    for t in range(2, len(text)):
+        expected = -np.log2(ngram_probability(add_k, text[t - 2:t], text[t]))
+        assert ngram_character_bits(add_k, text)[t - 2] == pytest.approx(expected)
+        expected = -np.log2(kneser_ney_distribution(kn, text[t - 2:t])[text[t]])
+        assert ngram_character_bits(kn, text)[t - 2] == pytest.approx(expected)
+    assert ngram_character_bits(kn, text).shape == (len(text) - 2,)
+    assert np.mean(ngram_character_bits(kn, text)) == ngram_bits_per_character(kn, text)
 
 
 def test_coverage_says_which_contexts_and_pairs_were_counted():

@@ -1,7 +1,8 @@
 """Online softmax: the softmax and the weighted sum of values, computed in one pass over the scores.
 
-The recurrence of Milakov & Gimelshein (2018), :func:`online_softmax_update`: a running maximum ``m``,
-normaliser ``l`` and unnormalised output ``o``, rescaled when the maximum rises; the inner loop of
+The online normaliser of Milakov & Gimelshein (2018), a running maximum ``m`` and normaliser ``l``,
+extended to the unnormalised output ``o`` as in Rabe & Staats (2021) and FlashAttention (2022)
+(:func:`online_softmax_update`), ``l`` and ``o`` rescaled when the maximum rises; the inner loop of
 FlashAttention (:mod:`attnbook.efficient.tiled`). A row with no allowed score finishes at zero.
 
 >>> import numpy as np

@@ -22,9 +22,11 @@ __all__ = [
     "DECODE_STRATEGIES",
     "DEEPSEEK_V3",
     "LAYER_KINDS",
+    "QWEN3_NEXT",
     "attention_pair_count",
     "conv1d_macs",
     "decode_multiply_adds",
+    "hybrid_cache_bytes",
     "kv_cache_bytes_per_token",
     "path_length",
     "restricted_attention_macs",
@@ -54,6 +56,13 @@ CACHE_KINDS = ("mha", "gqa", "mqa", "mla")
 #: 512-wide latent.
 DEEPSEEK_V3 = {"n_layers": 61, "n_heads": 128, "d_nope": 128, "d_rope": 64, "d_v": 128, "kv_rank": 512,
                "q_rank": 1536}
+
+#: Qwen3-Next-80B-A3B's attention sizes (the defaults of ``transformers.Qwen3NextConfig``, checked by
+#: code/tests/recent/test_cache_sizes.py): 48 layers, one in 4 full (gated) attention with 2 key-value heads of
+#: width 256, the other three Gated DeltaNet with 32 value heads, each a 128 x 128 memory, and a short convolution
+#: of kernel 4 over 16 query heads, 16 key heads (width 128) and 32 value heads (width 128).
+QWEN3_NEXT = {"n_layers": 48, "full_every": 4, "n_kv_heads": 2, "d_head": 256, "n_k_heads": 16, "n_v_heads": 32,
+              "d_k": 128, "d_v": 128, "kernel": 4}
 
 
 def _checked_kind(kind) -> str:
@@ -438,3 +447,65 @@ def kv_cache_bytes_per_token(kind: str, n_layers: int, d_k: int, d_v: int, n_hea
             raise ValueError("kind 'mla' needs kv_rank and d_rope, the widths of the latent and the rotary key")
         numbers = check_positive_int(kv_rank, "kv_rank") + check_positive_int(d_rope, "d_rope", minimum=0)
     return n_layers * numbers * bytes_per_number
+
+
+def hybrid_cache_bytes(n_tokens: int, n_layers: int, full_every: int, n_kv_heads: int, d_head: int, n_k_heads: int,
+                       n_v_heads: int, d_k: int, d_v: int, kernel: int = 1, bytes_per_number: int = 2) -> int:
+    r"""Bytes a hybrid decoder caches after ``n_tokens`` tokens: full attention in one layer of ``full_every``, a linear one (delta rule) in the rest.
+
+    .. math::
+
+        \underbrace{L_\text{full}\; t\; h_{kv}\, 2 d_h}_\text{keys and values}
+        \;+\; \underbrace{L_\text{lin} \bigl(h_v\, d_k d_v + (\text{kernel} - 1)(2 h_k d_k + h_v d_v)\bigr)}_\text{memories and convolution inputs}
+
+    numbers, times ``bytes_per_number``, with :math:`L_\text{full} = \lfloor L / \text{full\_every} \rfloor`
+    (layers ``full_every - 1, 2 full_every - 1, ...``, as Qwen3-Next and Kimi Linear place them) and
+    :math:`L_\text{lin} = L - L_\text{full}`. A linear layer keeps one memory :math:`S` of
+    :math:`d_k \times d_v` numbers per value head (:func:`attnbook.recent.delta.delta_rule_recurrent`'s
+    ``state``) and the last ``kernel - 1`` inputs of its causal short convolution over the queries, keys and
+    values, whatever ``n_tokens``; ``full_every = 1`` is the model with full attention in every layer.
+
+    Parameters
+    ----------
+    n_tokens : int
+        The tokens read so far, at least 0.
+    n_layers, full_every : int
+        The layers, and one full-attention layer in every ``full_every`` (at most ``n_layers``).
+    n_kv_heads, d_head : int
+        The key-value heads of a full-attention layer and the width of each key and value.
+    n_k_heads, n_v_heads, d_k, d_v : int
+        The query-key heads and value heads of a linear layer, and their widths; each value head has a memory.
+    kernel : int, optional
+        The short convolution's kernel (Gated DeltaNet's 4); default 1, no convolution.
+    bytes_per_number : int, optional
+        2 for bfloat16 (default), 4 for float32.
+
+    Returns
+    -------
+    int
+        Bytes of the cache.
+
+    Examples
+    --------
+    >>> sizes = dict(n_layers=4, n_kv_heads=1, d_head=2, n_k_heads=1, n_v_heads=1, d_k=2, d_v=2, bytes_per_number=1)
+    >>> hybrid_cache_bytes(10, full_every=1, **sizes)         # 4 layers x 10 tokens x (2 + 2)
+    160
+    >>> hybrid_cache_bytes(10, full_every=4, **sizes)         # 1 x 10 x 4 + 3 memories of 2 x 2
+    52
+    >>> hybrid_cache_bytes(10, full_every=5, **sizes)
+    Traceback (most recent call last):
+    ...
+    ValueError: full_every = 5 must be at most n_layers = 4
+    """
+    n_tokens = check_positive_int(n_tokens, "n_tokens", minimum=0)
+    n_layers, full_every = check_positive_int(n_layers, "n_layers"), check_positive_int(full_every, "full_every")
+    if full_every > n_layers:
+        raise ValueError(f"full_every = {full_every} must be at most n_layers = {n_layers}")
+    n_kv_heads, d_head = check_positive_int(n_kv_heads, "n_kv_heads"), check_positive_int(d_head, "d_head")
+    n_k_heads, n_v_heads = check_positive_int(n_k_heads, "n_k_heads"), check_positive_int(n_v_heads, "n_v_heads")
+    d_k, d_v, kernel = check_positive_int(d_k, "d_k"), check_positive_int(d_v, "d_v"), check_positive_int(kernel, "kernel")
+    bytes_per_number = check_positive_int(bytes_per_number, "bytes_per_number")
+    n_full = n_layers // full_every
+    full = n_tokens * n_kv_heads * 2 * d_head  # keys and values of every token, per full layer
+    linear = n_v_heads * d_k * d_v + (kernel - 1) * (2 * n_k_heads * d_k + n_v_heads * d_v)  # per linear layer
+    return (n_full * full + (n_layers - n_full) * linear) * bytes_per_number

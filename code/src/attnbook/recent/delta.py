@@ -33,9 +33,13 @@ from ..validation import (
     check_weights,
 )
 
-__all__ = ["DeltaRuleResult", "GatedDeltaNetWeights", "KimiDeltaWeights", "delta_rule_chunked", "delta_rule_recurrent",
-           "gated_deltanet", "init_gated_deltanet", "init_kimi_delta_attention", "kimi_delta_attention",
-           "l2_normalize"]
+__all__ = ["DeltaRuleResult", "GatedDeltaNetWeights", "KimiDeltaWeights", "MEMORY_RULES", "delta_rule_chunked",
+           "delta_rule_recurrent", "fast_weight_memory", "gated_deltanet", "init_gated_deltanet",
+           "init_kimi_delta_attention", "kimi_delta_attention", "l2_normalize"]
+
+#: The two ways of writing pairs into a fast-weight memory that :func:`fast_weight_memory` knows: linear
+#: attention's sum of outer products and the delta rule.
+MEMORY_RULES = ("linear", "delta")
 
 
 class GatedDeltaNetWeights(NamedTuple):
@@ -593,3 +597,59 @@ def kimi_delta_attention(x, weights: KimiDeltaWeights, n_heads: int, chunk_size:
     gate = heads(x @ weights.w_ga @ weights.w_gb, n_heads)  # (..., h, n, d)
     gated = rms_norm.unchecked(o, weights.norm, eps) / (1.0 + np.exp(-gate))  # (..., h, n, d): RMS(o) * sigma(gate)
     return np.swapaxes(gated, -3, -2).reshape(*x.shape[:-1], -1) @ weights.w_o  # (..., n, d_model)
+
+
+def _memory_arguments(keys, values, rule: str = "delta", beta=1.0) -> tuple:
+    keys = as_float_array(keys, "keys", layout="(n, d_k)")  # (n, d_k)
+    values = as_float_array(values, "values", layout="(n, d_v)")  # (n, d_v)
+    if keys.ndim != 2 or values.ndim != 2 or keys.shape[0] != values.shape[0]:
+        raise ValueError(f"keys {keys.shape} and values {values.shape} must be (n, d_k) and (n, d_v), one pair per row")
+    if rule not in MEMORY_RULES:
+        raise ValueError(f"rule must be one of {MEMORY_RULES}, got {rule!r}")
+    if isinstance(beta, bool) or not (isinstance(beta, (int, float)) and 0 < beta <= 1):
+        raise ValueError(f"beta must be a number in (0, 1], got {beta!r}")
+    return keys, values, rule, float(beta)
+
+
+@boundary(_memory_arguments)
+def fast_weight_memory(keys, values, rule: str = "delta", beta=1.0) -> np.ndarray:
+    r"""The memory :math:`S` (``d_k x d_v``) after writing the pairs ``(k_t, v_t)`` in order; read it with ``k @ S``.
+
+    .. math::
+        \text{linear: } S_t = S_{t-1} + k_t v_t^\top, \qquad
+        \text{delta: } S_t = S_{t-1} + \beta\, k_t \bigl(v_t - S_{t-1}^\top k_t\bigr)^\top
+
+    The first is causal linear attention's state (without its feature map and normaliser), the second
+    :func:`delta_rule_recurrent` with a constant ``beta`` and no decay. Both hold ``d_k d_v`` numbers, however
+    many pairs are written.
+
+    Parameters
+    ----------
+    keys : array_like
+        ``(n, d_k)`` the keys, in the order written.
+    values : array_like
+        ``(n, d_v)`` the values.
+    rule : str, optional
+        One of ``MEMORY_RULES``; default ``"delta"``.
+    beta : float, optional
+        The delta rule's write strength, in ``(0, 1]``; default 1 (the linear rule ignores it).
+
+    Returns
+    -------
+    ndarray
+        ``(d_k, d_v)`` the memory; ``keys @ memory`` is what it returns for each key.
+
+    Examples
+    --------
+    >>> keys = np.array([[1.0, 0.0], [1.0, 0.0]])               # one key written twice
+    >>> values = np.array([[1.0], [5.0]])
+    >>> (keys[:1] @ fast_weight_memory(keys, values, "linear")).tolist()    # the sum of both
+    [[6.0]]
+    >>> (keys[:1] @ fast_weight_memory(keys, values, "delta")).tolist()     # the latest
+    [[5.0]]
+    """
+    if rule == "linear":
+        return keys.T @ values  # (d_k, d_v): sum_t k_t v_t^T
+    n, d_k = keys.shape
+    return delta_rule_recurrent.unchecked(keys, keys, values, np.full(n, beta), np.zeros((n, 1)), 1.0,
+                                          np.zeros((d_k, values.shape[1]))).state  # (d_k, d_v)

@@ -20,7 +20,8 @@ import numpy as np
 from ..validation import check_positive_int
 
 __all__ = ["KneserNeyModel", "NGramModel", "count_of_counts_discounts", "fit_kneser_ney", "fit_ngram",
-           "kneser_ney_distribution", "ngram_bits_per_character", "ngram_coverage", "ngram_probability"]
+           "kneser_ney_distribution", "ngram_bits_per_character", "ngram_character_bits", "ngram_coverage",
+           "ngram_probability"]
 
 
 class NGramModel(NamedTuple):
@@ -169,7 +170,7 @@ def ngram_bits_per_character(model: NGramModel | KneserNeyModel, tokens) -> floa
     Returns
     -------
     float
-        Bits per character.
+        Bits per character: the mean of :func:`ngram_character_bits`.
 
     Examples
     --------
@@ -180,11 +181,35 @@ def ngram_bits_per_character(model: NGramModel | KneserNeyModel, tokens) -> floa
     >>> round(ngram_bits_per_character(kn, [0, 1, 1]), 4)               # mean of -log2(0.875), -log2(0.25)
     1.0963
     """
+    return float(np.mean(ngram_character_bits(model, tokens)))
+
+
+def ngram_character_bits(model: NGramModel | KneserNeyModel, tokens) -> np.ndarray:
+    r"""The bits of each character of ``tokens`` from position ``order - 1`` on: :math:`-\log_2 p(c_t \mid h_t)`.
+
+    Parameters
+    ----------
+    model : NGramModel or KneserNeyModel
+        A fitted model.
+    tokens : array_like of int
+        ``(N,)`` a text.
+
+    Returns
+    -------
+    ndarray
+        ``(N - n + 1,)`` float64: entry ``i`` scores character ``n - 1 + i``.
+
+    Examples
+    --------
+    >>> m = fit_ngram(np.array([0, 1, 0, 1]), 2, 2, k=1.0)
+    >>> ngram_character_bits(m, [0, 1, 1]).round(4).tolist()           # -log2(3/4), -log2(1/3)
+    [0.415, 1.585]
+    """
     tokens = _scored(model, tokens)
     if isinstance(model, KneserNeyModel):
         windows = np.lib.stride_tricks.sliding_window_view(tokens, model.order)  # (N - n + 1, n)
-        return float(-np.mean(np.log2(_kneser_ney(model, windows))))
-    return float(-np.mean(np.log2(probabilities(model, tokens))))
+        return -np.log2(_kneser_ney(model, windows))  # (N - n + 1,)
+    return -np.log2(probabilities(model, tokens))  # (N - n + 1,)
 
 
 def _scored(model, tokens) -> np.ndarray:

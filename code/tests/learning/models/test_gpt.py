@@ -1,5 +1,6 @@
 """attnbook.learning.models.gpt: the gradient is exact in float64, training runs in float32, the KV cache
-writes what recomputing writes, and the stored model reproduces its record and beats its n-gram baseline."""
+writes what recomputing writes, the stored model reproduces its record and beats its n-gram baseline, and each
+character's bits are the model's prediction from the characters its window gave it."""
 
 import json
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnbook.learning.analysis.gpt import gpt_head_scores
+from attnbook.learning.analysis.gpt import gpt_character_bits, gpt_head_scores, most_context
 from attnbook.learning.analysis.gpt_decoder import Cache, cached_step, generate
 from attnbook.learning.characters import decode_chars, encode_chars, splits, vocabulary
 from attnbook.learning.gradcheck import gradient_errors
@@ -115,3 +116,47 @@ def test_the_head_scores_are_weights(stored):
     s = gpt_head_scores(params, config, n_windows=4)
     for scores in (s.previous_token, s.induction, s.first_token):
         assert scores.shape == (config.n_layers, config.n_heads) and np.all((scores >= 0) & (scores <= 1))
+
+
+def test_each_characters_bits_are_the_prediction_from_the_characters_its_window_gave_it():
+    params, text = gpt.init_gpt(SMALL, seed=3), splits()[1][:40]
+    for offset in (0, 3):
+        scored = gpt_character_bits(params, text, SMALL, offset=offset)
+        starts = offset + np.arange((len(text) - offset) // (SMALL.context + 1)) * (SMALL.context + 1)
+        assert set(np.flatnonzero(scored.seen == 0)) == set(range(offset)) | set(starts) | set(
+            range(starts[-1] + SMALL.context + 1, len(text)))  # before the offset, window starts, the rest
+        for t in np.flatnonzero(scored.seen):
+            read = text[t - scored.seen[t]:t]  # the characters the prediction read, from the window's start
+            log_p = np.log(np.exp(gpt.gpt_forward(params, read[None], SMALL).logits[0, -1].astype(np.float64)))
+            log_p -= np.log(np.exp(log_p).sum())
+            assert scored.bits[t] == pytest.approx(-log_p[text[t]] / np.log(2), rel=1e-5)
+
+
+def test_character_bits_from_offset_zero_average_to_bits_per_character():
+    params, text = gpt.init_gpt(SMALL, seed=4), splits()[1][:100]
+    assert np.nanmean(gpt_character_bits(params, text, SMALL).bits) == pytest.approx(
+        gpt.bits_per_character(params, text, SMALL), rel=1e-12)
+
+
+def test_two_offsets_half_a_window_apart_give_every_later_character_half_a_window():
+    params, text = gpt.init_gpt(SMALL, seed=5), splits()[1][:60]
+    half = SMALL.context // 2
+    first, second = (gpt_character_bits(params, text, SMALL, offset=a) for a in (0, half))
+    merged = most_context(first, second)
+    later = merged.seen[half:]
+    assert later[later > 0].min() == half
+    assert np.all(merged.seen == np.maximum(first.seen, second.seen))
+    from_second = second.seen > first.seen
+    np.testing.assert_array_equal(merged.bits[from_second], second.bits[from_second])
+    np.testing.assert_array_equal(merged.bits[~from_second], first.bits[~from_second])
+
+
+def test_character_bits_refuse_an_offset_outside_the_window_and_a_short_text():
+    params, text = gpt.init_gpt(SMALL), splits()[1][:30]
+    for offset in (-1, SMALL.context + 1, 1.5):
+        with pytest.raises(ValueError, match="offset"):
+            gpt_character_bits(params, text, SMALL, offset=offset)
+    with pytest.raises(ValueError, match="characters"):
+        gpt_character_bits(params, text[:SMALL.context], SMALL)
+    with pytest.raises(ValueError, match="windows"):
+        gpt.window_bits(params, text[None, :SMALL.context + 2], SMALL)  # one character too many

@@ -63,3 +63,20 @@ def test_the_float32_twin_computes_the_float32_loss(twin):
     tokens = gpt.gpt_batch(np.random.default_rng(1), CONFIG)
     loss32, _ = loss_and_gradients(gpt.MODEL, params, tokens, CONFIG)
     assert twin.loss(twin.to_torch(params, torch.float32), tokens, CONFIG).item() == pytest.approx(loss32, rel=1e-5)
+
+
+@pytest.mark.parametrize("config", [CONFIG, gpt.GPTConfig(), gpt.GPTConfig(d_model=96, n_layers=3, n_heads=6,
+                                                                         n_kv_heads=3, d_ff=256, context=40)],
+                         ids=["small", "stored", "wider"])
+def test_the_step_flops_are_the_matrix_products_pytorch_counts(twin, config):
+    """training_step_flops, against PyTorch's own count of the twin's forward and backward products (the math
+    backend of scaled_dot_product_attention, whose products the counter sees; it too computes the whole square)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    tensors = twin.to_torch(gpt.init_gpt(config, seed=8), torch.float32)
+    tokens = gpt.gpt_batch(np.random.default_rng(2), config)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        twin.loss(tensors, tokens, config).backward()
+    assert gpt.training_step_flops(config) == counter.get_total_flops()

@@ -138,22 +138,20 @@ def test_the_emergence_step_is_where_the_loss_drops_and_the_heads_form(stored):
     assert np.all(np.abs(first_half[steps >= 200] - math.log(config.vocab_size)) < 0.35)
 
 
-def test_loading_and_one_forward_pass_are_fast_and_need_no_training_libraries():
+def test_loading_and_one_forward_pass_need_no_training_libraries():
+    # how fast they are is not asserted here (a timed test fails on a busy machine); the chapter's load is timed
+    # by `make build-times`
     code = textwrap.dedent("""
-        import sys, time
-        start = time.perf_counter()
+        import sys
         from attnbook.learning.models.induction import induction_forward, load_induction
         from attnbook.learning.analysis.induction import probe_tokens
         params, config, record = load_induction()
         induction_forward(params, probe_tokens(config)[:, :-1], config)
-        seconds = time.perf_counter() - start
-        print(seconds, [name for name in ("tqdm", "torch", "sklearn") if name in sys.modules])
+        print([name for name in ("tqdm", "torch", "sklearn") if name in sys.modules])
     """)
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    seconds, loaded = result.stdout.split(" ", 1)
-    assert loaded.strip() == "[]"
-    assert float(seconds) < 1.0
+    assert result.stdout.strip() == "[]"
 
 
 def test_the_inputs_are_checked_once_with_errors_that_name_them():

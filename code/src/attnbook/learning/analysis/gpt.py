@@ -1,4 +1,5 @@
-"""What the trained GPT's heads do, measured on held-out text: previous-token, induction, first-token weight.
+"""What the trained GPT does, measured on held-out text: the bits of every character with the context it read
+(:func:`gpt_character_bits`, :func:`most_context`), and its heads' previous-token, induction and first-token weight.
 
 Three scores of every head, each the mean of one attention weight over many queries, next to what a
 head that spreads its weight evenly over the positions it may see would score (``1 / (t + 1)`` at query
@@ -29,7 +30,8 @@ from ..characters import splits
 from ..gradients import log_softmax
 from ..models import gpt
 
-__all__ = ["GPTHeadScores", "gpt_head_scores", "repeated_passages"]
+__all__ = ["CharacterBits", "GPTHeadScores", "gpt_character_bits", "gpt_head_scores", "most_context",
+           "repeated_passages"]
 
 FIRST_QUERY = 16  # the first-token score reads queries from here on, where a uniform head gives key 0 little
 
@@ -153,3 +155,111 @@ def gpt_head_scores(params, config: gpt.GPTConfig, n_windows: int = 64, passage:
     bits = -np.take_along_axis(log_p, repeated[:, 1:, None], axis=-1)[..., 0] / np.log(2)  # (windows, 2L - 1)
     return GPTHeadScores(previous, induction, first, _uniform(t), _uniform(q), _uniform(late),
                          float(bits[:, :passage - 1].mean()), float(bits[:, passage:].mean()))
+
+
+class CharacterBits(NamedTuple):
+    """The result of :func:`gpt_character_bits`: one entry per character of the text.
+
+    Attributes
+    ----------
+    bits : ndarray
+        ``(N,)`` float64: :math:`-\\log_2 p_\\theta(c_t \\mid \\dots)`, NaN where no window predicts ``c_t``.
+    seen : ndarray
+        ``(N,)`` int64: how many characters that prediction read (1 .. context), 0 where there is none.
+
+    Examples
+    --------
+    >>> CharacterBits(np.array([np.nan, 2.0]), np.array([0, 1])).seen.tolist()
+    [0, 1]
+    """
+
+    bits: np.ndarray  # (N,)
+    seen: np.ndarray  # (N,)
+
+
+def gpt_character_bits(params, tokens, config: gpt.GPTConfig, offset: int = 0,
+                       batch_size: int = 32) -> CharacterBits:
+    r"""The bits of every character of ``tokens``, read in consecutive windows of ``context + 1`` from ``offset``.
+
+    Window :math:`w` starts at :math:`a + w(n + 1)` (``a`` the offset, ``n`` the context, the rest at the
+    end left out) and predicts its characters 1 to ``n`` from those before them in the window:
+
+    .. math:: \text{bits}_t = -\log_2 p_\theta(c_t \mid c_{t - j}, \dots, c_{t-1}), \qquad
+              j = \text{seen}_t = (t - a) \bmod (n + 1) \in 1 .. n
+
+    With offset 0 this is the scoring of :func:`attnbook.learning.models.gpt.bits_per_character` (the mean
+    of ``bits`` is its score). Two offsets half a window apart, merged by :func:`most_context`, give every
+    character but the first ``n / 2`` at least :math:`n / 2` characters of context, at twice the cost.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    tokens : array_like of int
+        ``(N,)`` a text, e.g. ``splits()[1]``.
+    config : GPTConfig
+        The configuration (``n`` = ``config.context``).
+    offset : int, optional
+        ``a``, where the first window starts (0 .. n).
+    batch_size : int, optional
+        Windows per forward pass.
+
+    Returns
+    -------
+    CharacterBits
+        ``bits`` and ``seen``, each ``(N,)``.
+
+    Examples
+    --------
+    >>> from attnbook.learning.characters import encode_chars
+    >>> from attnbook.learning.models.gpt import GPTConfig, init_gpt
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=4)
+    >>> text = encode_chars("To be, or not")                                 # 13 characters
+    >>> gpt_character_bits(init_gpt(config), text, config).seen.tolist()     # windows at 0 and 5
+    [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 0, 0]
+    >>> gpt_character_bits(init_gpt(config), text, config, offset=2).seen.tolist()   # windows at 2 and 7
+    [0, 0, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0]
+    """
+    tokens = np.asarray(tokens).reshape(-1)
+    n = config.context
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or not 0 <= offset <= n:
+        raise ValueError(f"offset must be an integer in 0 .. config.context = {n}, got {offset!r}")
+    n_windows = (len(tokens) - offset) // (n + 1)
+    if n_windows < 1:
+        raise ValueError(f"tokens has {len(tokens)} characters; offset + config.context + 1 = "
+                         f"{offset + n + 1} are needed")
+    windows = tokens[offset:offset + n_windows * (n + 1)].reshape(n_windows, n + 1)  # (W, n + 1)
+    window = gpt.window_bits(params, windows, config, batch_size)  # (W, n)
+    bits, seen = np.full(len(tokens), np.nan), np.zeros(len(tokens), dtype=np.int64)  # (N,), (N,)
+    predicted = offset + np.arange(n_windows)[:, None] * (n + 1) + np.arange(1, n + 1)  # (W, n)
+    bits[predicted], seen[predicted] = window, np.arange(1, n + 1)
+    return CharacterBits(bits, seen)
+
+
+def most_context(*scores: CharacterBits) -> CharacterBits:
+    """Merge scorings of one text: each character keeps the prediction that read the most characters.
+
+    Parameters
+    ----------
+    *scores : CharacterBits
+        Results of :func:`gpt_character_bits` on the same text (at different offsets); the first wins ties.
+
+    Returns
+    -------
+    CharacterBits
+        ``(N,)`` each.
+
+    Examples
+    --------
+    >>> a = CharacterBits(np.array([np.nan, 3.0, 2.0]), np.array([0, 1, 2]))
+    >>> b = CharacterBits(np.array([1.0, np.nan, 1.5]), np.array([3, 0, 1]))
+    >>> merged = most_context(a, b)
+    >>> merged.bits.tolist(), merged.seen.tolist()
+    ([1.0, 3.0, 2.0], [3, 1, 2])
+    """
+    if not scores or any(len(s.seen) != len(scores[0].seen) for s in scores):
+        raise ValueError("scores must be one or more CharacterBits of the same text")
+    seen = np.stack([s.seen for s in scores])  # (scorings, N)
+    best = np.argmax(seen, axis=0)  # (N,): the first of the largest
+    column = np.arange(seen.shape[1])  # (N,)
+    return CharacterBits(np.stack([s.bits for s in scores])[best, column], seen[best, column])

@@ -36,7 +36,7 @@ from ..optim import tree_map
 from . import scaffold
 
 __all__ = ["MODEL", "NGRAM_K", "NGRAM_ORDER", "GPTConfig", "GPTParameters", "bits_per_character", "gpt_batch",
-           "gpt_forward", "init_gpt", "load_gpt"]
+           "gpt_forward", "init_gpt", "load_gpt", "training_step_flops", "window_bits"]
 
 EPS = 1e-6  # of every RMSNorm
 NGRAM_ORDER, NGRAM_K = 4, 0.05  #: the baseline: an add-k character 4-gram (:mod:`attnbook.text.ngram`)
@@ -281,13 +281,95 @@ def bits_per_character(params: GPTParameters, tokens, config: GPTConfig, batch_s
     windows = tokens[: len(tokens) // n * n].reshape(-1, n)  # (windows, context + 1)
     if len(windows) == 0:
         raise ValueError(f"tokens has {len(tokens)} characters; at least config.context + 1 = {n} are needed")
-    total = 0.0
-    for start in range(0, len(windows), check_positive_int(batch_size, "batch_size")):
-        chunk = windows[start:start + batch_size]  # (b, context + 1)
-        logits = taped(params, chunk[:, :-1], config)[0].logits  # (b, context, V)
-        log_p = log_softmax(logits.astype(np.float64))  # (b, context, V)
-        total -= float(np.take_along_axis(log_p, chunk[:, 1:, None], axis=-1).sum())
-    return total / (windows.shape[0] * config.context) / math.log(2)
+    return float(window_bits(params, windows, config, batch_size).mean())
+
+
+def window_bits(params: GPTParameters, windows, config: GPTConfig, batch_size: int = 32) -> np.ndarray:
+    r"""The bits of every next character of each window: :math:`-\log_2 p_\theta(c_j \mid c_0, \dots, c_{j-1})`.
+
+    Parameters
+    ----------
+    params : GPTParameters
+        The weights.
+    windows : array_like of int
+        ``(W, m + 1)`` windows of character ids, ``m <= context``: the model reads the first ``m`` of
+        each and predicts characters 1 to ``m``.
+    config : GPTConfig
+        The configuration.
+    batch_size : int, optional
+        Windows per forward pass.
+
+    Returns
+    -------
+    ndarray
+        ``(W, m)`` float64: column ``j - 1`` is the prediction that read ``j`` characters.
+
+    Examples
+    --------
+    >>> from attnbook.learning.characters import encode_chars
+    >>> config = GPTConfig(d_model=8, n_heads=2, n_kv_heads=1, d_ff=8, context=8)
+    >>> window_bits(init_gpt(config), encode_chars("To be, or")[None], config).shape
+    (1, 8)
+    """
+    params, config = scaffold.check_model(MODEL, params, config)
+    windows = np.asarray(windows)
+    if windows.ndim != 2 or windows.shape[1] < 2:
+        raise ValueError(f"windows has shape {windows.shape}; expected (W, m + 1) with m >= 1")
+    for part in (windows[:, :-1], windows[:, 1:]):  # ids of the vocabulary, m <= context
+        _checked_tokens(part, config, "windows")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    bits = np.empty((len(windows), windows.shape[1] - 1))  # (W, m)
+    for start in range(0, len(windows), batch_size):
+        chunk = windows[start:start + batch_size]  # (b, m + 1)
+        logits = taped(params, chunk[:, :-1], config)[0].logits  # (b, m, V)
+        log_p = log_softmax(logits.astype(np.float64))  # (b, m, V)
+        bits[start:start + batch_size] = -np.take_along_axis(log_p, chunk[:, 1:, None], axis=-1)[..., 0] / math.log(2)
+    return bits
+
+
+def training_step_flops(config: GPTConfig) -> int:
+    r"""Floating-point operations of the matrix products of one training step (forward and backward), counted.
+
+    A multiply-add is two operations; the backward pass does two products for each of the forward pass (the
+    gradient of each factor), so a step is three forward passes. Per character of the batch, with
+    :math:`d_h = d / h`, the forward products are
+
+    .. math::
+        \underbrace{L\,\bigl(2 d\, h d_h + 2 d\, h_{kv} d_h + 2 h\, n\, d_h + 3 d\, d_{ff}\bigr)}_{
+        \text{queries and output, keys and values, scores and weighted sum, SwiGLU}} + \underbrace{d\, V}_{\text{logits}}
+
+    multiply-adds, the attention counted over the whole ``n x n`` square the package computes (the mask is
+    applied to it), and the step's operations are :math:`6\, B\, n` times that. Element-wise work (norms,
+    softmax, rotations, Adam) is left out: it is a few per cent of the step's time here, and a matrix product
+    is what a GEMM rate can be compared with. ``code/tests/learning/models/test_gpt_torch.py`` checks the count
+    against PyTorch's ``FlopCounterMode`` on the model's twin.
+
+    Parameters
+    ----------
+    config : GPTConfig
+        The model's sizes and its batch (``batch_size`` windows of ``context`` characters).
+
+    Returns
+    -------
+    int
+        Operations of one step.
+
+    Examples
+    --------
+    >>> training_step_flops(GPTConfig())          # the stored model's step: about 1.6 GFLOP
+    1594884096
+    >>> training_step_flops(GPTConfig(d_model=64, n_heads=3))
+    Traceback (most recent call last):
+    ...
+    ValueError: config.d_model = 64 must be a multiple of config.n_heads = 3
+    """
+    d, h, h_kv = config.d_model, config.n_heads, config.n_kv_heads
+    if d % h:
+        raise ValueError(f"config.d_model = {d} must be a multiple of config.n_heads = {h}")
+    d_h, n = d // h, config.context
+    per_layer = d * h * d_h + 2 * d * h_kv * d_h + h * d_h * d + 2 * h * n * d_h + 3 * d * config.d_ff
+    per_character = config.n_layers * per_layer + d * len(vocabulary())  # multiply-adds of the forward pass
+    return 6 * config.batch_size * n * per_character
 
 
 def _next_character_loss(logits: np.ndarray, tokens: np.ndarray, config: GPTConfig) -> tuple:
