@@ -66,9 +66,11 @@ def test_the_note_cell_installs_the_pins_of_the_readers_requirements():
             assert pin in requirements.splitlines(), f"{path.name} installs {pin}, requirements.txt pins another"
 
 
-def test_the_notebooks_zip_and_the_launch_branch_carry_the_glossary_the_chapter_searches():
+def test_the_chapter_searches_the_glossary_shipped_with_the_package_and_downloads_nothing():
     from tools.extensions.notebooks_zip import package_files
 
-    assert ROOT / "chapters" / "glossary.md" in package_files(ROOT)
-    source = (ROOT / "chapters" / "pretrained.md").read_text(encoding="utf-8")
-    assert 'Path("glossary.md")' in source, "the chapter reads the glossary beside its notebook"
+    cells = [c.source for c in jupytext.read(ROOT / "chapters" / "pretrained.md").cells if c.cell_type == "code"]
+    after_install = "\n".join(cells[2:])  # the install cell and the model's cell name where they install from
+    assert "glossary_entries()" in after_install, "the chapter searches the glossary the package ships"
+    assert not re.search(r"urlopen|urllib|requests\.|https?://", after_install), "a cell fetches something at run time"
+    assert ROOT / "code" / "src" / "attnbook" / "data" / "text" / "glossary.tsv" in package_files(ROOT)

@@ -26,10 +26,9 @@ JUPYTERLAB_VERSION = "4.6.6"
 
 def package_files(root: Path) -> list[Path]:
     """What a reader needs beside the notebooks to run them: the requirements, the package with its data files,
-    the licences, the citation and the glossary's source (the zip's, and the launch branch's of tools/publish.py)."""
+    the licences and the citation (the zip's, and the launch branch's of tools/publish.py)."""
     files = [root / "requirements.txt", root / "code" / "pyproject.toml", root / "code" / "README.md"]
     files += [root / "LICENSE", *sorted((root / "LICENSES").glob("*")), root / "CITATION.cff"]
-    files += [root / "chapters" / "glossary.md"]  # beside the notebooks: "Attention in a pretrained model" searches it
     # the package: its modules and its data files (attnbook/data/: the benchmark's figures, the digits)
     package = (root / "code" / "src" / "attnbook").rglob("*")
     return files + sorted(p for p in package if p.is_file() and "__pycache__" not in p.parts)
