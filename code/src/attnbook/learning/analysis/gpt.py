@@ -165,7 +165,7 @@ class CharacterBits(NamedTuple):
     bits : ndarray
         ``(N,)`` float64: :math:`-\\log_2 p_\\theta(c_t \\mid \\dots)`, NaN where no window predicts ``c_t``.
     seen : ndarray
-        ``(N,)`` int64: how many characters that prediction read (1 .. context), 0 where there is none.
+        ``(N,)`` intp: how many characters that prediction read (1 .. context), 0 where there is none.
 
     Examples
     --------
@@ -230,7 +230,7 @@ def gpt_character_bits(params, tokens, config: gpt.GPTConfig, offset: int = 0,
                          f"{offset + n + 1} are needed")
     windows = tokens[offset:offset + n_windows * (n + 1)].reshape(n_windows, n + 1)  # (W, n + 1)
     window = gpt.window_bits(params, windows, config, batch_size)  # (W, n)
-    bits, seen = np.full(len(tokens), np.nan), np.zeros(len(tokens), dtype=np.int64)  # (N,), (N,)
+    bits, seen = np.full(len(tokens), np.nan), np.zeros(len(tokens), dtype=np.intp)  # (N,), (N,): intp (np.bincount refuses int64 in Pyodide)
     predicted = offset + np.arange(n_windows)[:, None] * (n + 1) + np.arange(1, n + 1)  # (W, n)
     bits[predicted], seen[predicted] = window, np.arange(1, n + 1)
     return CharacterBits(bits, seen)
