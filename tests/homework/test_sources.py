@@ -16,7 +16,8 @@ NAMES = [source.stem for source in SOURCES]
 
 CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks",
                  "multi_head_attention", "positional_encoding", "tokens", "transformer", "beyond_text",
-                 "positions_today", "modern_block", "long_context", "transformers_that_learn", "gpt"]
+                 "positions_today", "modern_block", "long_context", "transformers_that_learn", "gpt",
+                 "pretrained"]
 
 
 def test_every_core_chapter_has_a_homework():
