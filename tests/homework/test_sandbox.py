@@ -153,6 +153,22 @@ def test_a_call_returns_data_and_an_exception_comes_back_by_name(session):
     assert type(error) is NotImplementedError and str(error) == "later"
 
 
+def test_the_pretrained_model_loads_in_the_sandbox_from_the_bound_environment(session):
+    """hw_pretrained's setup reads all-MiniLM-L6-v2 from the installed wheel: the virtual environment the
+    sandbox binds read-only holds it, its hash check passes there, and it runs within one cell's time."""
+    from attnbook.pretrained.files import model_folder
+
+    answer = run(session, "from attnbook.pretrained.bert import load_minilm\n"
+                          "from attnbook.pretrained.analysis import pair_similarities\n"
+                          "from attnbook.pretrained.files import model_folder\n"
+                          "folder = str(model_folder())\n"
+                          "similarity = float(pair_similarities(['A man plays a guitar.'], ['Someone strums a guitar.'],"
+                          " load_minilm())[0])\n", timeout=grading.CELL_TIMEOUT_S)
+    assert answer["ok"] is True, f"{answer['ename']}: {answer['evalue']}"
+    assert get(session, "folder") == str(model_folder())
+    assert 0.3 < get(session, "similarity") < 1.0
+
+
 # --- the data format ------------------------------------------------------------------------------------
 
 

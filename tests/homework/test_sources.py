@@ -17,7 +17,7 @@ NAMES = [source.stem for source in SOURCES]
 CORE_CHAPTERS = ["why_attention", "scaled_dot_product_attention", "self_attention_layer", "masks",
                  "multi_head_attention", "positional_encoding", "tokens", "transformer", "beyond_text",
                  "positions_today", "modern_block", "long_context", "cache_attention", "cheaper_mixing",
-                 "transformers_that_learn", "gpt"]
+                 "transformers_that_learn", "gpt", "pretrained"]
 
 
 def test_every_core_chapter_has_a_homework():

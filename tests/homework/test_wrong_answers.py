@@ -568,6 +568,34 @@ def _smallest_k(logits, k):
     return np.where(logits <= kth, logits, -np.inf)
 
 
+def _share_over_every_query(attention, mask, keys):
+    """The share on the keys averaged over every query, the padded ones too."""
+    on_keys = (np.asarray(attention, dtype=float) * np.asarray(keys, dtype=bool)[None, :, None, None, :]).sum(-1)
+    return on_keys.mean(axis=(1, 3))  # (layers, heads)
+
+
+def _attention_received(first, second):
+    from attnbook.pretrained.analysis import leave_one_out
+    from attnbook.pretrained.bert import load_minilm
+
+    return leave_one_out(first, second, load_minilm()).received
+
+
+def _similarity_of_the_whole_model(first, second, layer, head):
+    from attnbook.pretrained.analysis import pair_similarities
+    from attnbook.pretrained.bert import load_minilm
+
+    return float(pair_similarities([first], [second], load_minilm())[0])
+
+
+def _similarity_without_the_next_layer(first, second, layer, head):
+    from attnbook.pretrained.analysis import pair_similarities
+    from attnbook.pretrained.bert import load_minilm, without_heads
+
+    model = load_minilm()
+    return float(pair_similarities([first], [second], without_heads(model, [((layer + 1) % 6, head)]))[0])
+
+
 # (homework, task, name) -> {the wrong answer in words, with the property it keeps: the wrong answer}
 PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
     ("hw_masks", "causal", "my_causal_mask"): {
@@ -637,6 +665,16 @@ PROPERTY_KEEPING: dict[tuple[str, str, str], dict[str, Callable]] = {
     ("hw_positions_today", "rotary", "my_apply_rotary"): {
         "x unchanged (lengths kept, scores that depend on the offset alone)":
             lambda x, positions, base=10000.0: np.array(x, dtype=float),
+    },
+    ("hw_pretrained", "share", "my_weight_share"): {
+        "the mean over every query, padding included (shares in [0, 1])": _share_over_every_query,
+    },
+    ("hw_pretrained", "leave-one-out", "my_leave_one_out"): {
+        "the attention each word token receives (one number per word token)": _attention_received,
+    },
+    ("hw_pretrained", "without-head", "my_similarity_without_head"): {
+        "the similarity with every head (a similarity in [-1, 1])": _similarity_of_the_whole_model,
+        "the head of the next layer removed (a head removed)": _similarity_without_the_next_layer,
     },
     ("hw_scaled_dot_product_attention", "softmax", "my_softmax"): {
         "a hard maximum that shares ties (rows that sum to 1, right on logits of ±10000)": _hard_max,

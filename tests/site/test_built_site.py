@@ -167,6 +167,7 @@ def test_notebooks_zip_holds_every_executed_notebook_and_the_package():
     for notebook in ROOT.glob("chapters/*.ipynb"):
         assert f"chapters/{notebook.name}" in names
     assert {"requirements.txt", "code/pyproject.toml", "code/src/attnbook/__init__.py"} <= names
+    assert "code/src/attnbook/data/text/glossary.tsv" in names, "the pretrained model's chapter searches it"
     assert 'href="../attention-computed-notebooks.zip"' in read("chapters/intro.html")
 
 

@@ -18,7 +18,9 @@ already imported. After a chapter fails, the next one gets a new page and kernel
 skipped: what did not run in Pyodide was fixed at its source (attnbook.measure.timing's processor clock, which
 is the wall clock there; "Source notes"' int64 counts). After the last cell, the first control of the
 notebook's first interactive figure is clicked, as a reader would, and its Python callback must redraw
-what it drives. With windowing on, JupyterLab hides the cells out of view, so the test turns it off.
+what it drives. A chapter that reads the pretrained model (Pyodide has no ``safetensors``) must instead stop at
+its second setup cell, showing and raising ``attnbook.pretrained.files.NATIVE_KERNEL_NOTE`` with its links to
+Colab and Binder. With windowing on, JupyterLab hides the cells out of view, so the test turns it off.
 
 The test drives the lite app through its own events, not through timed keystrokes: keys typed while the
 app is still activating its plugins are dropped without a trace. The served ``jupyter-lite.json`` asks the
@@ -39,6 +41,7 @@ import zipfile
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from attnbook.pretrained.files import NATIVE_KERNEL_NOTE
 from tools import ROOT, pyodide_dist
 from tools.built_site import HTML
 from tools.extensions.lite_build import PYODIDE_DIR
@@ -47,6 +50,8 @@ LITE = HTML / "lite"
 HOSTED = LITE / PYODIDE_DIR
 KERNEL_SCHEMA = LITE / "extensions/@jupyterlite/pyodide-kernel-extension/static/schema/kernel.v0.schema.json"
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
+# the chapters that read the pretrained model, which Pyodide cannot: they stop with a note (tests/test_native_kernel.py)
+NATIVE_KERNEL_CHAPTERS = {p.stem for p in (ROOT / "chapters").glob("*.md") if "attnbook.pretrained" in p.read_text(encoding="utf-8")}
 KERNEL_START_TIMEOUT = 180_000  # ms: Pyodide compiles its 10 MiB wasm and loads IPython (about 20 s here)
 APP_TIMEOUT = 90_000  # ms: the lite app loads its extensions and opens the notebook (about 4 s here)
 CELL_TIMEOUT = 180_000  # ms: one cell, the first importing numpy and matplotlib (the slowest takes about 40 s)
@@ -165,6 +170,13 @@ _CELL_ANSWERED = """([index, timeout]) => Promise.race([window.liteCellDone,
 
 
 # In the page: what an interactive figure's callback draws (its output area, without the controls themselves)
+# In the page: the rendered Markdown output of cell `index`, its text and the labels of its links
+_OUTPUT_LINKS = """index => {
+  const output = window.litePanel.content.widgets[index].node.querySelector('.jp-OutputArea .jp-RenderedMarkdown');
+  return output ? {text: output.innerText.trim(), links: [...output.querySelectorAll('a')].map(a => a.innerText)}
+                : {text: '', links: []};
+}"""
+
 _FIGURE_STATE = """index => {
   const output = window.litePanel.content.widgets[index].node.querySelector('.jp-OutputArea');
   const drawn = [...output.querySelectorAll('.widget-html-content, .widget-label, img')]
@@ -204,7 +216,7 @@ def _open_notebook(open_page, chapter: str):
     return page_visit
 
 
-def _run_cell(page_visit, chapter: str, index: int, source: str) -> dict:
+def _run_cell(page_visit, chapter: str, index: int, source: str, fails: bool = False) -> dict:
     page = page_visit.page
     page.evaluate(_RUN_CELL, index)
     where = f"{chapter}.ipynb, cell {index} ({source.strip().splitlines()[0][:80]!r})"
@@ -212,8 +224,29 @@ def _run_cell(page_visit, chapter: str, index: int, source: str) -> dict:
     if result["status"] != "done":
         pytest.fail(f"{where}: the kernel did not finish it within {CELL_TIMEOUT / 1000:.0f} s; console errors: "
                     f"{page_visit.console_errors[-5:]}; requests that left 127.0.0.1: {page_visit.external_requests[:5]}")
-    assert result["ok"] and not result["errors"], f"{where} failed in the lite kernel: {result['errors']}"
+    if not fails:
+        assert result["ok"] and not result["errors"], f"{where} failed in the lite kernel: {result['errors']}"
     return result
+
+
+def _stops_with_the_native_kernel_note(page_visit, chapter: str, cells: list[dict]) -> None:
+    """A chapter that reads the pretrained model (tests/test_native_kernel.py): its cells run until the one that
+    shows NATIVE_KERNEL_NOTE, which must show it, with its Colab and Binder links, and stop there with it."""
+    code = [index for index, cell in enumerate(cells) if cell["type"] == "code"]
+    stop = next(index for index in code if "NATIVE_KERNEL_NOTE" in cells[index]["source"])
+    for index in code:
+        result = _run_cell(page_visit, chapter, index, cells[index]["source"], fails=index == stop)
+        if index == stop:
+            break
+    # the Pyodide kernel names an exception by its class's repr: "<class 'RuntimeError'>: ..."
+    assert len(result["errors"]) == 1, f"{chapter}.ipynb did not stop with one error: {result['errors']}"
+    name, _, text = result["errors"][0].partition(": ")
+    assert name in ("RuntimeError", "<class 'RuntimeError'>") and text == NATIVE_KERNEL_NOTE, \
+        f"{chapter}.ipynb did not stop with the note: {result['errors']}"
+    shown = page_visit.page.evaluate(_OUTPUT_LINKS, stop)
+    assert shown["text"].startswith("This chapter needs another kernel."), shown["text"][:200]
+    assert {"Colab", "Binder"} <= set(shown["links"]), f"{chapter}.ipynb shows no link to Colab and Binder"
+    assert page_visit.external_requests == [], f"{chapter}.ipynb asked for files outside the lite site"
 
 
 # In the page: the first control of the figure in cell `index` (a slider's track, else a button, else a
@@ -345,6 +378,9 @@ def test_lite_kernel_runs_every_cell_of_the_chapter_and_its_figure_responds(lite
 
 def _run_chapter(page_visit, chapter: str) -> None:
     cells = page_visit.page.evaluate(_CELLS)
+    if chapter in NATIVE_KERNEL_CHAPTERS:
+        _stops_with_the_native_kernel_note(page_visit, chapter, cells)
+        return
     code = [index for index, cell in enumerate(cells) if cell["type"] == "code"]
     assert code, f"{chapter}.ipynb has no code cell"
     start = time.perf_counter()

@@ -22,11 +22,11 @@ import numpy as np
 
 from ..masks import padding_mask
 from ..softmax import softmax_rows
-from ..transformer import ACTIVATIONS, layer_norm
+from ..transformer import ACTIVATIONS, EncoderLayerWeights, layer_norm
 from ..validation import boundary
 from .bert import BertConfig, BertWeights, bert_forward
 
-__all__ = ["bert_forward_fast"]
+__all__ = ["bert_forward_fast", "encoder_layers_fast"]
 
 
 @boundary(bert_forward.check)
@@ -54,13 +54,68 @@ def bert_forward_fast(ids, lengths, weights: BertWeights, config: BertConfig) ->
     >>> [a.shape for a in bert_forward_fast([[101, 102]], [2], model.weights, model.config)]
     [(7, 1, 2, 384), (6, 1, 12, 2, 2)]
     """
-    e, (batch, n), h = weights.embeddings, ids.shape, config.n_heads
-    d = config.d_model
+    e, n = weights.embeddings, ids.shape[1]
     x = e.words[ids] + e.positions[:n] + e.token_types[0]  # (batch, n, d)
-    x = layer_norm.unchecked(x, *e.norm, config.eps).reshape(batch * n, d)  # (batch n, d): one row per position
+    x = layer_norm.unchecked(x, *e.norm, config.eps)  # (batch, n, d)
+    return encoder_layers_fast.unchecked(x, lengths, weights.layers, config)
+
+
+def _layers_arguments(x, lengths, layers, config) -> tuple:
+    if not isinstance(config, BertConfig):
+        raise TypeError(f"config must be a BertConfig, got {type(config).__name__}")
+    x, lengths = np.asarray(x), np.asarray(lengths)
+    if x.ndim != 3 or x.dtype.kind != "f" or x.shape[2] != config.d_model:
+        raise ValueError(f"x must be float states of shape (batch, n, {config.d_model}), got {x.dtype} {x.shape}")
+    if lengths.shape != x.shape[:1]:
+        raise ValueError(f"lengths has shape {lengths.shape} but x has shape {x.shape}; expected ({x.shape[0]},)")
+    padding_mask(lengths, x.shape[1])  # checks each length: an integer in 1..n
+    layers = tuple(layers)
+    if not all(isinstance(layer, EncoderLayerWeights) for layer in layers):
+        raise TypeError("layers must hold EncoderLayerWeights (the layers of a BertWeights)")
+    return x, lengths, layers, config
+
+
+@boundary(_layers_arguments)
+def encoder_layers_fast(x, lengths, layers, config: BertConfig) -> tuple[np.ndarray, np.ndarray]:
+    r"""BERT's encoder layers run on given states: the layers of :func:`bert_forward_fast` after its embeddings.
+
+    .. math:: H^{(\ell)}, A^{(\ell)} = \operatorname{EncoderLayer}_\ell\big(H^{(\ell - 1)}, \text{mask}\big),
+              \qquad \ell = 1, \dots, \text{len(layers)}
+
+    Starting from the states a forward pass had before layer :math:`\ell` runs only the layers from
+    :math:`\ell` on: what a change to those layers (a head removed) needs recomputed.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(batch, n, d_model)`` the states entering the first of ``layers``.
+    lengths : array_like of int
+        ``(batch,)`` the real tokens of each row.
+    layers : sequence of EncoderLayerWeights
+        Consecutive layers of a :class:`~attnbook.pretrained.bert.BertWeights` (possibly none).
+    config : BertConfig
+        The heads, eps and activation.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``hidden`` ``(len(layers) + 1, batch, n, d_model)``, ``x`` first, and ``attention``
+        ``(len(layers), batch, heads, n, n)``.
+
+    Examples
+    --------
+    >>> from attnbook.pretrained.bert import load_minilm
+    >>> model = load_minilm()
+    >>> hidden, _ = bert_forward_fast([[101, 7592, 102]], [3], model.weights, model.config)
+    >>> rest, attention = encoder_layers_fast(hidden[4], [3], model.weights.layers[4:], model.config)
+    >>> rest.shape, attention.shape, bool(np.abs(rest[-1] - hidden[-1]).max() < 1e-5)
+    ((3, 1, 3, 384), (2, 1, 12, 3, 3), True)
+    """
+    (batch, n, d), h = x.shape, config.n_heads
+    x = x.reshape(batch * n, d)  # (batch n, d): one row per position
     mask = padding_mask(lengths, n)[:, None]  # (batch, 1, 1, n)
     activation, hidden, attention = ACTIVATIONS[config.activation], [x], []
-    for layer in weights.layers:
+    for layer in layers:
         a, ff = layer.self_attention, layer.feed_forward
         scale = a.w_q.dtype.type(1 / math.sqrt(d // h))
         w_qkv = np.concatenate([a.w_q * scale, a.w_k, a.w_v], axis=1)  # (d, 3 d)
@@ -74,4 +129,5 @@ def bert_forward_fast(ids, lengths, weights: BertWeights, config: BertConfig) ->
         x = layer_norm.unchecked(x + fed, *layer.norm_2, config.eps)  # (batch n, d)
         hidden.append(x)
         attention.append(weights_of_heads)
-    return np.stack(hidden).reshape(-1, batch, n, d), np.stack(attention)  # (L + 1, batch, n, d), (L, batch, h, n, n)
+    attention = np.stack(attention) if attention else np.zeros((0, batch, h, n, n), x.dtype)
+    return np.stack(hidden).reshape(-1, batch, n, d), attention  # (L + 1, batch, n, d), (L, batch, h, n, n)

