@@ -510,10 +510,12 @@ def gated_self_attention_vjp(x, weights: MultiHeadWeights, w_gate, n_heads: int,
     ----------
     x : array_like
         ``(..., n, d_model)`` the sequence (queries, keys and values).
-    weights, n_heads, mask
+    weights
         As in :func:`attnbook.multi_head_attention`.
     w_gate : array_like
         ``(d_model, d_model)`` the gates' logits, head by head.
+    n_heads, mask
+        As in :func:`attnbook.multi_head_attention`.
 
     Returns
     -------
@@ -587,10 +589,12 @@ def gated_encoder_layer_vjp(x, weights: GatedEncoderLayerWeights, n_heads: int, 
 
     Parameters
     ----------
-    x, n_heads, mask, activation, eps
+    x
         As in :func:`attnbook.encoder_layer`.
     weights : GatedEncoderLayerWeights
         The layer's weights and its gate's.
+    n_heads, mask, activation, eps
+        As in :func:`attnbook.encoder_layer`.
 
     Returns
     -------

@@ -99,6 +99,22 @@ def gpt_run(config: gpt.GPTConfig, seed: int = 0, progress: bool = False, n_step
     The checkpoints hold the step, the operations of training so far (:func:`~.models.gpt.training_step_flops`)
     and the held-out bits per character, for the curve of held-out bits against compute (``tools/gpt_scaling.py``).
 
+    Parameters
+    ----------
+    config : GPTConfig
+        The model and its training.
+    seed, progress, n_steps
+        As in :func:`train`.
+    every : int, optional
+        Steps between checkpoints; None: none.
+
+    Returns
+    -------
+    tuple
+        ``(params, record)``, the record with ``checkpoints`` and ``step_flops`` when ``every`` is given.
+
+    Examples
+    --------
     >>> gpt_run(gpt.GPTConfig(n_steps=100, warmup=100, learning_rate=1e-3))
     Traceback (most recent call last):
     ...

@@ -210,6 +210,11 @@ class LeaveOneOut(NamedTuple):
         ``(m,)`` the weight each word token receives, averaged over layers, heads and queries.
     tokens : list of str
         The first sentence's ``m`` word tokens.
+
+    Examples
+    --------
+    >>> LeaveOneOut(0.5, np.zeros(2), np.ones(2), ["a", "b"]).tokens
+    ['a', 'b']
     """
 
     similarity: float
@@ -221,10 +226,10 @@ class LeaveOneOut(NamedTuple):
 def leave_one_out(first: str, second: str, model: Pretrained) -> LeaveOneOut:
     r"""Each word token's leave-one-out attribution to a pair's similarity, and the attention it receives.
 
-    .. math:: \text{drop}_j = e \cdot e' - e_{\setminus j} \cdot e', \qquad
+    .. math:: \text{drop}_j = e \cdot e' - e_{-j} \cdot e', \qquad
               \text{received}_j = \operatorname{mean}_{l, h, i} A^{(l, h)}_{ij}
 
-    :math:`e_{\setminus j}` embeds the first sentence's ids with token :math:`j` deleted; the sentence and
+    :math:`e_{-j}` embeds the first sentence's ids with token :math:`j` deleted; the sentence and
     its variants are one batch of the fast forward pass.
 
     Parameters
@@ -317,7 +322,7 @@ def pair_similarities(firsts, seconds, model: Pretrained) -> np.ndarray:
 def head_importance(firsts, seconds, model: Pretrained) -> np.ndarray:
     r"""How much each head matters to the pairs' similarities: the mean change when it alone is removed.
 
-    .. math:: I^{(l, h)} = \frac{1}{K} \sum_{k} \big| s_k - s_k^{\setminus (l, h)} \big|
+    .. math:: I^{(l, h)} = \frac{1}{K} \sum_{k} \big| s_k - s_k^{-(l, h)} \big|
 
     Removing a head of layer :math:`l` (:func:`~attnbook.pretrained.bert.without_heads`) changes nothing
     before it, so each ablated pass starts from the intact pass's states before layer :math:`l`

@@ -404,8 +404,15 @@ WIDE = GPTConfig(d_model=128, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=352, n_s
 WIDE_MODEL = MODEL._replace(name="gpt_wide")
 
 def load_scaling(directory=None) -> dict:
-    """The record of the scaling runs (``make scaling``, ``tools/gpt_scaling.py``): smaller GPTs with the wide recipe,
-    and the wide GPT trained three times as long (``wide_long``).
+    """The record of the scaling runs (``make scaling``): smaller GPTs and a longer one, with the wide GPT's recipe.
+
+    ``tools/gpt_scaling.py`` writes it: three GPTs smaller than :data:`WIDE`, and :data:`WIDE` trained three times
+    as long (``wide_long``).
+
+    Parameters
+    ----------
+    directory : str or Path, optional
+        Another folder than the package's ``data/trained``.
 
     Returns
     -------
