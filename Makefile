@@ -28,13 +28,18 @@ VENDOR := web/vendor/.vendored
 CHROMIUM ?= /usr/bin/chromium
 NBVAL_NOTEBOOKS = $(wildcard chapters/*.ipynb exercises/*.ipynb)
 GRADES ?= _build/grades/$(HW)
+# one BLAS thread per process where notebooks or test workers run side by side (one per core): OpenBLAS's own
+# threads then spin against each other. The gpt chapter beside two busy processes on 2 cores: 106 s with
+# OpenBLAS's default threads, 46 s with one (29 s alone, where one thread is also faster than two: 34 s).
+# Readers' kernels keep their defaults; `make bench` and `make train` set their threads themselves.
+ONE_BLAS := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 NBVAL_ARGS = --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 
 .PHONY: fonts translations package-lines train scaling student grade publish bench bench-grading site-size build-times words book test test-package test-notebooks test-site notebooks serve clean assets venv browser sandbox
 
 book: $(STAMP) $(VENDOR) fonts
-	$(PY) -m tools.build_book
+	$(ONE_BLAS) $(PY) -m tools.build_book
 
 # the figures of the zh-Hant pages are drawn with Noto Sans CJK TC (attnbook.figures.languages.FONTS)
 fonts:
@@ -61,24 +66,24 @@ $(VENDOR): web/package.json web/package-lock.json web/src/static-widgets.js web/
 
 notebooks: $(STAMP) fonts
 	$(PY) -m tools.install_cell   # launch: the Colab install cell, first code cell of every notebook
-	$(PY) -m tools.execute_notebooks
+	$(ONE_BLAS) $(PY) -m tools.execute_notebooks
 
 # one pytest run, so one summary line counts everything; the PDF first, so that the site it tests carries
 # it (tools/extensions/book_pdf.py copies a built PDF into the site) and its download link is checked, not excused.
 # One pytest-xdist worker per core (TEST_WORKERS=0: none); tools/test_groups.py decides what runs together
 TEST_WORKERS ?= auto
 test: pdf book browser sandbox
-	$(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS) \
+	$(ONE_BLAS) $(PY) -m pytest code/tests code/src tests $(NBVAL_NOTEBOOKS) --doctest-modules --nbval $(NBVAL_ARGS) \
 	  -n $(TEST_WORKERS) --dist loadscope --durations=40
 
 test-package: $(STAMP)
 	$(PY) -m pytest code/tests code/src tests/test_pairing.py --doctest-modules
 
 test-notebooks: $(STAMP)
-	$(PY) -m pytest --nbval $(NBVAL_NOTEBOOKS) $(NBVAL_ARGS)
+	$(ONE_BLAS) $(PY) -m pytest --nbval $(NBVAL_NOTEBOOKS) $(NBVAL_ARGS)
 
 test-site: book browser
-	$(PY) -m pytest tests/site
+	$(ONE_BLAS) $(PY) -m pytest tests/site
 
 browser:
 	@test -x $(CHROMIUM) || { \
@@ -158,16 +163,16 @@ TEX_DEBS := texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-
 
 # $(VENDOR): the shared Sphinx config names web/vendor as html_static_path, and warnings are errors
 pdf: $(STAMP) $(VENDOR) texlive
-	$(PY) -m tools.build_pdf
+	$(ONE_BLAS) $(PY) -m tools.build_pdf
 
 test-pdf: pdf
-	$(PY) -m pytest tests/pdf
+	$(ONE_BLAS) $(PY) -m pytest tests/pdf
 
 # what readers download, used as they use it: the notebooks zip unzipped, installed as its README says (pip
 # reaches the package index) and every notebook run; each page's .ipynb and .md; the PDF (tests/artefacts)
 .PHONY: test-artefacts
 test-artefacts: pdf book
-	$(PY) -m pytest tests/artefacts
+	$(ONE_BLAS) $(PY) -m pytest tests/artefacts
 
 texlive:
 	@missing="$$(for p in $(TEX_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done)"; \

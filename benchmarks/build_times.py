@@ -35,6 +35,8 @@ from tools import ROOT
 
 BUILD = ROOT / "_build"
 PHASES = ("book", "pdf", "nbval", "executing")
+# the Makefile's ONE_BLAS: one BLAS thread per process, as `make book`, `make pdf` and `make test` run them
+ONE_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 NBVAL_ARGS = ["--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", "--nbval-cell-timeout=120"]
 
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if phase == "pdf" and shutil.which("xelatex") is None:
             rows.append((phase, None, "", load(), "", "skipped: no xelatex (make texlive)"))
             continue
-        environment = dict(os.environ)
+        environment = dict(os.environ) | ONE_BLAS
         if phase == "executing":
             shutil.rmtree(BUILD, ignore_errors=True)
         before = load()
