@@ -2,7 +2,9 @@
 
 The vocabulary is the corpus's own 76 characters (:func:`attnbook.text.corpus.shakespeare`), sorted;
 the **training split** is the first seven plays, the **held-out split** the eighth, *Twelfth Night*, which
-the GPT (:mod:`attnbook.learning.models.gpt`) never reads while it trains.
+the GPT (:mod:`attnbook.learning.models.gpt`) never reads while it trains. Choices made before the held-out play
+is scored (an n-gram's order, a training length) are made on the **validation slice**, the training split's last
+characters, as many as the held-out play has, with models fitted to the rest (:func:`validation_splits`).
 
 >>> decode_chars(encode_chars("To be")), len(vocabulary())
 ('To be', 76)
@@ -16,7 +18,7 @@ import numpy as np
 
 from ..text.corpus import shakespeare
 
-__all__ = ["HELD_OUT_PLAY", "decode_chars", "encode_chars", "splits", "vocabulary"]
+__all__ = ["HELD_OUT_PLAY", "decode_chars", "encode_chars", "splits", "validation_splits", "vocabulary"]
 
 HELD_OUT_PLAY = "TWELFTH NIGHT"  #: the title line where the held-out split (the corpus's last play) begins
 
@@ -110,3 +112,27 @@ def splits() -> tuple[np.ndarray, np.ndarray]:
     train, held_out = tokens[:cut], tokens[cut:]
     train.flags.writeable = held_out.flags.writeable = False
     return train, held_out
+
+
+@lru_cache(maxsize=1)
+def validation_splits() -> tuple[np.ndarray, np.ndarray]:
+    """The training split cut in two for choices made before the held-out play is read: ``(fitted, validation)``.
+
+    ``validation`` is the training split's last ``len(held_out)`` characters (the end of the seventh play);
+    ``fitted`` is the rest. A model fitted to ``fitted`` and scored on ``validation`` chooses settings
+    without reading *Twelfth Night*.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``fitted`` and ``validation``, int64, read-only; together they are ``splits()[0]``.
+
+    Examples
+    --------
+    >>> fitted, validation = validation_splits()
+    >>> train, held_out = splits()
+    >>> len(validation) == len(held_out), np.array_equal(np.concatenate([fitted, validation]), train)
+    (True, True)
+    """
+    train, held_out = splits()
+    return train[: -len(held_out)], train[-len(held_out):]

@@ -194,6 +194,21 @@ def test_a_shortened_retraining_of_the_wide_model_takes_the_first_steps_of_its_s
     np.testing.assert_allclose(json.loads(result.stdout), record["losses"][:steps], rtol=1e-5)
 
 
+def test_the_validation_run_is_the_long_run_fitted_without_the_validation_slice_and_scored_on_it():
+    from attnbook.learning.characters import validation_splits
+
+    run, long_run = gpt.load_scaling()["validation"], gpt.load_scaling()["sizes"]["wide_long"]
+    fitted, validation = validation_splits()
+    assert run["config"] == long_run["config"] and run["seed"] == long_run["seed"]
+    assert run["split"]["fitted_characters"] == len(fitted) and run["split"]["validation_characters"] == len(validation)
+    checkpoints = run["checkpoints"]
+    assert checkpoints["step"] == long_run["checkpoints"]["step"] and checkpoints["flops"] == long_run["checkpoints"]["flops"]
+    assert checkpoints["validation_bits_per_character"][-1] == run["metrics"]["validation_bits_per_character"]
+    # a different text scored: no checkpoint equals the held-out play's score at the same step
+    assert all(a != b for a, b in zip(checkpoints["validation_bits_per_character"],
+                                      long_run["checkpoints"]["held_out_bits_per_character"]))
+
+
 def test_the_scaling_record_holds_smaller_gpts_and_a_longer_wide_one_of_the_wide_recipe():
     scaling = gpt.load_scaling()
     wide_size = sum(leaf.size for leaf in tree_leaves(gpt.init_gpt(gpt.WIDE)))

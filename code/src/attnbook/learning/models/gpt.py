@@ -407,7 +407,8 @@ def load_scaling(directory=None) -> dict:
     """The record of the scaling runs (``make scaling``): smaller GPTs and a longer one, with the wide GPT's recipe.
 
     ``tools/gpt_scaling.py`` writes it: three GPTs smaller than :data:`WIDE`, and :data:`WIDE` trained three times
-    as long (``wide_long``).
+    as long (``wide_long``); and that long run once more on the training split without its validation slice, scored
+    on the slice (``validation``; :func:`attnbook.learning.characters.validation_splits`).
 
     Parameters
     ----------
@@ -419,7 +420,8 @@ def load_scaling(directory=None) -> dict:
     dict
         ``steps`` (of each run), ``every`` (steps between checkpoints) and ``sizes``: name -> the run's record,
         with its ``config``, ``parameters``, ``metrics``, ``seconds`` and ``checkpoints`` (``step``, ``flops``,
-        ``held_out_bits_per_character``).
+        ``held_out_bits_per_character``); ``validation``: the same for the run scored on the validation slice,
+        whose checkpoints hold ``validation_bits_per_character`` instead.
 
     Examples
     --------
