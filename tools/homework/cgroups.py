@@ -232,8 +232,8 @@ class Group:
         self.caps = caps
         self.folders = {controller: parent / name for controller, parent in caps.parents.items()}
         v1 = caps.kind == "cgroup v1"
-        limits = {"memory": [("memory.limit_in_bytes", caps.memory_bytes), ("memory.memsw.limit_in_bytes",
-                                                                           caps.memory_bytes)] if v1 else
+        limits = {"memory": [("memory.swappiness", 0), ("memory.limit_in_bytes", caps.memory_bytes),
+                             ("memory.memsw.limit_in_bytes", caps.memory_bytes)] if v1 else
                   [("memory.max", caps.memory_bytes), ("memory.swap.max", 0)],
                   "pids": [("pids.max", caps.processes)],
                   "cpu": [("cpu.shares", CPU_SHARES), ("cpu.cfs_period_us", CPU_PERIOD_US),
@@ -242,7 +242,9 @@ class Group:
         for controller, folder in self.folders.items():
             folder.mkdir(exist_ok=True)
             for file_name, value in limits[controller]:
-                if (folder / file_name).exists():  # memsw and swap.max exist only where swap is accounted
+                # memsw and swap.max exist only where swap is accounted; where it is not, a v1 group's
+                # swappiness 0 still keeps its pages out of swap when it meets its cap
+                if (folder / file_name).exists():
                     (folder / file_name).write_text(str(value))
 
     def join_files(self) -> list[str]:
