@@ -314,11 +314,11 @@ def test_a_notebook_that_needs_too_much_memory_to_read_is_refused(tmp_path, monk
 def test_a_notebook_that_takes_too_long_to_read_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(grading, "PARSE_SECONDS", 1)
     cell = '{"cell_type": "code", "id": "c%d", "source": "", "metadata": {}, "outputs": [], "execution_count": null}'
-    (tmp_path / "cells.ipynb").write_text(  # 2.1 MiB, ~5 s to validate
+    (tmp_path / "cells.ipynb").write_text(  # 10.3 MiB, ~5 s of CPU to validate: five times the limit
         '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": ['
-        + ",".join(cell % index for index in range(20_000)) + "]}", encoding="utf-8")
+        + ",".join(cell % index for index in range(100_000)) + "]}", encoding="utf-8")
     with pytest.raises(HomeworkError, match=r"^not a valid notebook: reading it took longer than 1 s$"):
-        grading.read_submission(tmp_path / "cells.ipynb")
+        grading.read_submission(tmp_path / "cells.ipynb", max_bytes=16 * 1024 ** 2)
 
 
 def test_a_file_is_measured_before_it_is_read(tmp_path):

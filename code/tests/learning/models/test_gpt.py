@@ -21,6 +21,10 @@ from attnbook.learning.models.scaffold import loss_and_gradients
 from attnbook.learning.optim import tree_leaves, tree_map
 from attnbook.text.ngram import fit_ngram, ngram_bits_per_character
 
+# A float32 model scored over the held-out play: another CPU's BLAS kernel (AVX2 against AVX-512) moves the
+# mean by a few 1e-9 (measured with OPENBLAS_CORETYPE=Haswell and Sandybridge), far inside this tolerance.
+FLOAT32_REL = 1e-6
+
 SRC = Path(__file__).resolve().parents[3] / "src"
 SMALL = gpt.GPTConfig(d_model=8, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=12, context=8, batch_size=2)
 
@@ -87,7 +91,7 @@ def test_the_stored_model_reproduces_its_record_and_beats_the_ngram(stored):
     assert params.embedding.dtype == np.float32
     metrics = record["metrics"]
     bpc = gpt.bits_per_character(params, splits()[1], config)
-    assert bpc == pytest.approx(metrics["held_out_bits_per_character"], rel=1e-9)
+    assert bpc == pytest.approx(metrics["held_out_bits_per_character"], rel=FLOAT32_REL)
     baseline = fit_ngram(splits()[0], gpt.NGRAM_ORDER, len(vocabulary()), gpt.NGRAM_K)
     ngram = ngram_bits_per_character(baseline, splits()[1])
     assert ngram == pytest.approx(metrics["ngram_held_out_bits_per_character"], rel=1e-12)
@@ -172,11 +176,11 @@ def test_the_wide_model_reproduces_its_record_and_its_checkpoints_count_the_comp
     assert config == gpt.WIDE and params.embedding.dtype == np.float32
     assert sum(leaf.nbytes for leaf in tree_leaves(params)) <= 4 * 2**20  # the weights stay under 4 MB
     bpc = gpt.bits_per_character(params, splits()[1], config)
-    assert bpc == pytest.approx(record["metrics"]["held_out_bits_per_character"], rel=1e-9)
+    assert bpc == pytest.approx(record["metrics"]["held_out_bits_per_character"], rel=FLOAT32_REL)
     checkpoints = record["checkpoints"]
     assert checkpoints["step"] == list(range(1000, config.n_steps + 1, 1000))
     assert checkpoints["flops"] == [step * gpt.training_step_flops(config) for step in checkpoints["step"]]
-    assert checkpoints["held_out_bits_per_character"][-1] == pytest.approx(bpc, rel=1e-9)  # the last is the end
+    assert checkpoints["held_out_bits_per_character"][-1] == pytest.approx(bpc, rel=FLOAT32_REL)  # the last is the end
 
 
 def test_a_shortened_retraining_of_the_wide_model_takes_the_first_steps_of_its_schedule(wide):

@@ -328,7 +328,9 @@ def continuation_probabilities(params: gpt.GPTParameters, config: gpt.GPTConfig,
 
     One forward pass over the prompt followed by each of the :math:`V^{k-1}` possible first ``k - 1``
     characters (:math:`V` = 76), so ``k`` is at most 3. What :func:`generate` and :func:`speculative_generate`
-    draw the first ``k`` new characters from; the sampling checks compare their counts with it.
+    draw the first ``k`` new characters from; the sampling checks compare their counts with it. Each
+    conditional is read from one text, so the joint sums to 1 to float64 rounding even where the matrix
+    library rounds the texts' shared prefix differently from row to row (as OpenBLAS's AVX2 kernels do).
 
     Parameters
     ----------
@@ -365,6 +367,9 @@ def continuation_probabilities(params: gpt.GPTParameters, config: gpt.GPTConfig,
     firsts = np.array(list(itertools.product(range(vocab), repeat=k - 1)), dtype=np.int64).reshape(-1, k - 1)  # (V^(k-1), k - 1)
     texts = np.concatenate([np.repeat(ids[None], len(firsts), axis=0), firsts], axis=1)  # (V^(k-1), P + k - 1)
     logits = gpt.taped(params, texts, config)[0].logits[:, len(ids) - 1:]  # (V^(k-1), k, V): after the prompt
-    p = tempered(logits, temperature)  # (V^(k-1), k, V)
-    before = np.prod(np.take_along_axis(p[:, :-1], firsts[:, :, None], axis=-1)[..., 0], axis=1)  # (V^(k-1),)
-    return (before[:, None] * p[:, -1]).reshape((vocab,) * k)  # (V,) * k
+    p = tempered(logits, temperature).reshape((vocab,) * (k - 1) + (k, vocab))  # (V,) * (k-1) + (k, V)
+    joint = np.ones(())  # the empty continuation
+    for i in range(k):  # p(c_{i+1} | prompt, c_1..c_i), read from the one text whose later characters are 0
+        level = p[(slice(None),) * i + (0,) * (k - 1 - i)][..., i, :]  # (V,) * (i + 1)
+        joint = joint[..., None] * level  # (V,) * (i + 1)
+    return joint  # (V,) * k
